@@ -1,0 +1,215 @@
+"""`ModelConfig`: one decoder description for every supported family.
+
+Built from a Hugging Face `config.json` (`from_hf_dict`) or from GGUF metadata
+(`from_gguf_fields`). Family differences are switches (q/k/v bias, q/k RMSNorm,
+head_dim, tied embeddings, RoPE scaling), never separate model classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional
+
+# model_type -> switches that the family fixes.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama": {},
+    "mistral": {},
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+}
+
+SUPPORTED_ROPE_TYPES = ("default", "llama3")
+
+
+class UnsupportedModelError(ValueError):
+    """The checkpoint describes a model this decoder cannot run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RopeConfig:
+    theta: float = 10000.0
+    rope_type: str = "default"  # "default" | "llama3"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    max_position_embeddings: int = 4096
+    rope: RopeConfig = RopeConfig()
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    hidden_act: str = "silu"
+    bos_token_id: Optional[int] = None
+    eos_token_ids: tuple[int, ...] = ()
+    pad_token_id: Optional[int] = None
+    # Runtime switches (not properties of the checkpoint).
+    dtype: str = "float32"  # parameter / activation dtype: "float32" | "bfloat16"
+    remat: bool = False  # rematerialize each layer in the backward pass
+
+    def __post_init__(self):
+        if self.num_heads % self.num_kv_heads:
+            raise UnsupportedModelError(
+                f"num_attention_heads={self.num_heads} is not a multiple of "
+                f"num_key_value_heads={self.num_kv_heads}")
+        if self.rope.rope_type not in SUPPORTED_ROPE_TYPES:
+            raise NotImplementedError(
+                f"rope_scaling.rope_type={self.rope.rope_type!r} is not implemented "
+                f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
+        if self.hidden_act not in ("silu", "swish"):
+            raise NotImplementedError(f"hidden_act={self.hidden_act!r} is not implemented (only silu)")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype={self.dtype!r}: use 'float32' or 'bfloat16'")
+
+    @property
+    def num_params(self) -> int:
+        d, h, kv, hd, f = (self.hidden_size, self.num_heads, self.num_kv_heads,
+                           self.head_dim, self.intermediate_size)
+        attn = d * h * hd * 2 + d * kv * hd * 2
+        per_layer = attn + 3 * d * f + 2 * d
+        head = 0 if self.tie_word_embeddings else self.vocab_size * d
+        return self.num_layers * per_layer + self.vocab_size * d + d + head
+
+    def replace(self, **kw) -> "ModelConfig":
+        return dataclasses.replace(self, **kw)
+
+    # ------------------------------------------------------------------ builders
+    @classmethod
+    def from_hf_dict(cls, cfg: Mapping[str, Any], *, source: str = "config.json",
+                     **runtime) -> "ModelConfig":
+        model_type = cfg.get("model_type")
+        if model_type not in FAMILIES:
+            raise UnsupportedModelError(
+                f"{source}: unknown architecture model_type={model_type!r} "
+                f"(architectures={cfg.get('architectures')}); supported: {sorted(FAMILIES)}")
+        for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                    "num_attention_heads"):
+            if key not in cfg:
+                raise UnsupportedModelError(f"{source}: required field {key!r} is missing")
+        _reject_unsupported_hf_fields(cfg, model_type, source)
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        head_dim = cfg.get("head_dim") or hidden // heads
+        eos = cfg.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+        fam = FAMILIES[model_type]
+        return cls(
+            model_type=model_type,
+            vocab_size=int(cfg["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(cfg["intermediate_size"]),
+            num_layers=int(cfg["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(head_dim),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            max_position_embeddings=int(cfg.get("max_position_embeddings", 4096)),
+            rope=_rope_from_hf(cfg, source),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            qkv_bias=fam.get("qkv_bias", False) or bool(cfg.get("attention_bias", False)),
+            o_bias=bool(cfg.get("attention_bias", False)),
+            qk_norm=fam.get("qk_norm", False),
+            hidden_act=cfg.get("hidden_act", "silu"),
+            bos_token_id=cfg.get("bos_token_id"),
+            eos_token_ids=eos_ids,
+            pad_token_id=cfg.get("pad_token_id"),
+            **runtime,
+        )
+
+    @classmethod
+    def from_gguf_fields(cls, fields: Mapping[str, Any], *, has_output_weight: bool,
+                         source: str = "gguf", **runtime) -> "ModelConfig":
+        """`fields`: plain GGUF key -> value (already decoded)."""
+        arch = fields.get("general.architecture")
+        if arch not in FAMILIES:
+            raise UnsupportedModelError(
+                f"{source}: unknown architecture general.architecture={arch!r}; "
+                f"supported: {sorted(FAMILIES)}")
+
+        def get(key, default=None, required=False):
+            full = f"{arch}.{key}"
+            if full not in fields:
+                if required:
+                    raise UnsupportedModelError(f"{source}: GGUF metadata {full!r} is missing")
+                return default
+            return fields[full]
+
+        heads = int(get("attention.head_count", required=True))
+        hidden = int(get("embedding_length", required=True))
+        vocab = get("vocab_size") or len(fields.get("tokenizer.ggml.tokens", ()))
+        if not vocab:
+            raise UnsupportedModelError(f"{source}: cannot tell the vocab size "
+                                        f"({arch}.vocab_size and tokenizer.ggml.tokens missing)")
+        scaling = get("rope.scaling.type")
+        if scaling not in (None, "none", "linear") or (scaling == "linear" and get("rope.scaling.factor", 1.0) != 1.0):
+            raise NotImplementedError(f"{source}: {arch}.rope.scaling.type={scaling!r} is not implemented")
+        if get("attention.sliding_window") is not None:
+            raise NotImplementedError(f"{source}: {arch}.attention.sliding_window is not implemented")
+        eos = fields.get("tokenizer.ggml.eos_token_id")
+        fam = FAMILIES[arch]
+        return cls(
+            model_type=arch,
+            vocab_size=int(vocab),
+            hidden_size=hidden,
+            intermediate_size=int(get("feed_forward_length", required=True)),
+            num_layers=int(get("block_count", required=True)),
+            num_heads=heads,
+            num_kv_heads=int(get("attention.head_count_kv", heads)),
+            head_dim=int(get("attention.key_length", hidden // heads)),
+            rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-6)),
+            max_position_embeddings=int(get("context_length", 4096)),
+            rope=RopeConfig(theta=float(get("rope.freq_base", 10000.0))),
+            tie_word_embeddings=not has_output_weight,
+            qkv_bias=fam.get("qkv_bias", False),
+            qk_norm=fam.get("qk_norm", False),
+            bos_token_id=fields.get("tokenizer.ggml.bos_token_id"),
+            eos_token_ids=(int(eos),) if eos is not None else (),
+            pad_token_id=fields.get("tokenizer.ggml.padding_token_id"),
+            **runtime,
+        )
+
+
+def _reject_unsupported_hf_fields(cfg: Mapping[str, Any], model_type: str, source: str) -> None:
+    if cfg.get("mlp_bias"):
+        raise NotImplementedError(f"{source}: mlp_bias=True is not implemented")
+    window = cfg.get("sliding_window")
+    uses_window = cfg.get("use_sliding_window", model_type == "mistral")
+    if uses_window and window is not None and int(window) < int(cfg.get("max_position_embeddings", 0)):
+        raise NotImplementedError(
+            f"{source}: sliding_window={window} (< max_position_embeddings) is not implemented; "
+            "set sliding_window to null to run with full attention")
+    layer_types = cfg.get("layer_types")
+    if layer_types and any(t != "full_attention" for t in layer_types):
+        raise NotImplementedError(f"{source}: layer_types other than full_attention are not implemented")
+
+
+def _rope_from_hf(cfg: Mapping[str, Any], source: str) -> RopeConfig:
+    params = dict(cfg.get("rope_parameters") or {})
+    scaling = cfg.get("rope_scaling") or {}
+    params.update({k: v for k, v in scaling.items() if v is not None})
+    theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+        raise NotImplementedError(
+            f"{source}: rope_scaling.rope_type={rope_type!r} is not implemented "
+            f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
+    if rope_type == "default":
+        return RopeConfig(theta=float(theta))
+    return RopeConfig(
+        theta=float(theta), rope_type=rope_type, factor=float(params["factor"]),
+        low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+        high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+        original_max_position_embeddings=int(params.get("original_max_position_embeddings", 8192)))

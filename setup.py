@@ -1,0 +1,41 @@
+"""activemem-jax: ActiveMem and HyMem for long-horizon LLM agents, in JAX/Flax."""
+
+from setuptools import find_packages, setup
+
+# Pins seen installing and working together on the project's CPU machines.
+INSTALL_REQUIRES = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",  # flax <= 0.12.8 needs jax < 0.11.1: pin the two together
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "chex==0.1.92",
+    "grain==0.2.18",
+    "ml-collections>=1.1.0",
+    "transformers==5.24.0",
+    "tokenizers>=0.23",
+    "tensorflow-datasets==4.9.10",
+    "sentencepiece>=0.2",
+    "safetensors>=0.8.0",
+    "gguf==0.19.0",
+    "accelerate>=1.10",  # transformers' GGUF path needs it
+    "ml_dtypes",
+    "numpy>=2.0",
+    "absl-py",
+    "rich",
+]
+
+EXTRAS = {
+    # torch 2.13.0 (CPU) is the PyTorch reference in tests; pip takes the local CPU wheel.
+    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0"],
+}
+
+setup(
+    name="activemem-jax",
+    version="0.1.0",
+    description="ActiveMem latent-memory controller and HyMem orchestrator on frozen LLMs (JAX/Flax)",
+    packages=find_packages(include=["activemem_jax", "activemem_jax.*", "hymem", "hymem.*"]),
+    python_requires=">=3.10",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+)
