@@ -79,6 +79,7 @@ class ModelConfig:
         d, h, kv, hd, f = (self.hidden_size, self.num_heads, self.num_kv_heads,
                            self.head_dim, self.intermediate_size)
         attn = d * h * hd * 2 + d * kv * hd * 2
+        attn += (h * hd + 2 * kv * hd) * self.qkv_bias + d * self.o_bias + 2 * hd * self.qk_norm
         per_layer = attn + 3 * d * f + 2 * d
         head = 0 if self.tie_word_embeddings else self.vocab_size * d
         return self.num_layers * per_layer + self.vocab_size * d + d + head

@@ -243,5 +243,10 @@ def _call_layer(layer, x, cos, sin, k, v, key_ok, write):
 
 
 def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, write):
-    fn = nnx.remat(lambda lyr, x_, c_, s_, ok_: lyr(x_, c_, s_, k, v, ok_, write))
-    return fn(layer, x, cos, sin, key_ok)
+    """The layer under `jax.checkpoint`: activations are recomputed in the backward pass."""
+    graphdef, state = nnx.split(layer)
+
+    def run(state, x, cos, sin, k, v, key_ok):
+        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, write)
+
+    return jax.checkpoint(run)(state, x, cos, sin, k, v, key_ok)

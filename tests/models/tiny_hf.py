@@ -1,0 +1,64 @@
+"""Tiny random Hugging Face checkpoints of every supported family, made with transformers."""
+
+import numpy as np
+import torch
+import transformers
+
+BASE = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            max_position_embeddings=128, rms_norm_eps=1e-5, initializer_range=0.1)
+
+# name -> (config class, overrides)
+FAMILIES = {
+    "llama_tied_mha": (transformers.LlamaConfig,
+                       dict(num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=True)),
+    "llama_gqa3_llama3rope": (transformers.LlamaConfig, dict(
+        hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+        tie_word_embeddings=False,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+        rope_theta=500000.0)),
+    "qwen2_bias_gqa3": (transformers.Qwen2Config,
+                        dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2,
+                             tie_word_embeddings=True)),
+    "qwen3_odd_head_dim": (transformers.Qwen3Config,
+                           dict(num_attention_heads=4, num_key_value_heads=4, head_dim=24,
+                                tie_word_embeddings=False)),
+    "mistral_gqa3": (transformers.MistralConfig,
+                     dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                          sliding_window=None, tie_word_embeddings=False)),
+}
+
+
+def make_tiny(directory, family: str, seed: int = 0, max_shard_size=None, **overrides):
+    """Build a random tiny model, save it to `directory`; return the torch model (f32, eval)."""
+    cls, fam = FAMILIES[family]
+    kwargs = {**BASE, **fam, **overrides}
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    config = cls(**kwargs)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():  # make biases and norms non-trivial so a dropped term shows
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    save_kwargs = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+    model.save_pretrained(directory, **save_kwargs)
+    return model
+
+
+def hf_logits(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    positions = np.maximum(np.cumsum(mask, axis=-1) - 1, 0)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor(ids, dtype=torch.long),
+                    attention_mask=torch.tensor(mask, dtype=torch.long),
+                    position_ids=torch.tensor(positions, dtype=torch.long))
+    return out.logits.float().numpy()
+
+
+def left_padded_batch(rng: np.random.Generator, vocab: int, lengths, width: int):
+    ids = np.zeros((len(lengths), width), np.int32)
+    mask = np.zeros((len(lengths), width), np.int32)
+    for i, n in enumerate(lengths):
+        ids[i, width - n:] = rng.integers(3, vocab, n)
+        mask[i, width - n:] = 1
+    return ids, mask
