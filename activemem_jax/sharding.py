@@ -76,7 +76,7 @@ def logical_to_spec(shape: Sequence[int], axes: Optional[Sequence[Optional[str]]
         kept = []
         size = 1
         for mesh_axis in targets:
-            if mesh_axis in used or mesh_axis not in mesh.shape:
+            if mesh_axis in used or mesh.shape.get(mesh_axis, 1) == 1:
                 continue
             if dim % (size * mesh.shape[mesh_axis]) == 0:
                 kept.append(mesh_axis)
