@@ -8,7 +8,7 @@ for that array (replicated along it), so odd shapes (9 heads on tensor=4) still 
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import jax
 import numpy as np
@@ -16,18 +16,19 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
-# logical axis -> mesh axis (or tuple of mesh axes, or None for replicated)
-DEFAULT_RULES: tuple[tuple[str, object], ...] = (
-    ("batch", ("data", "fsdp")),
-    ("vocab", "tensor"),
-    ("embed", "fsdp"),
-    ("heads", "tensor"),
-    ("kv_heads", "tensor"),
-    ("head_dim", None),
-    ("mlp", "tensor"),
-    ("norm", None),
-    ("length", None),
-)
+# logical axis -> mesh axis (or tuple of mesh axes, or None for replicated).
+# Configs carry their own copy (`config.sharding.rules`) to override entries.
+DEFAULT_RULES: dict[str, object] = {
+    "batch": ("data", "fsdp"),
+    "vocab": "tensor",
+    "embed": "fsdp",
+    "heads": "tensor",
+    "kv_heads": "tensor",
+    "head_dim": None,
+    "mlp": "tensor",
+    "norm": None,
+    "length": None,
+}
 
 
 def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1,
@@ -48,11 +49,11 @@ def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1,
 
 
 def rules_dict(rules: Optional[Iterable] = None) -> dict[str, object]:
-    """Normalize a rules table (sequence of pairs or a mapping, e.g. from a ConfigDict)."""
+    """Normalize a rules table (a mapping, e.g. a ConfigDict, or pairs) over the defaults."""
     if rules is None:
-        rules = DEFAULT_RULES
-    items = rules.items() if isinstance(rules, Mapping) else rules
-    out = {}
+        rules = {}
+    items = rules.items() if hasattr(rules, "items") else rules
+    out = dict(DEFAULT_RULES)
     for name, target in items:
         if isinstance(target, list):
             target = tuple(target)

@@ -117,9 +117,10 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write):
+    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write, causal_prefix=False):
         """x [B,T,D]; k_all/v_all: the layer's cache (or None); key_ok [B,T,S] bool;
-        write(cache, new) puts new [B,T,KV,hd] rows into the cache."""
+        write(cache, new) puts new [B,T,KV,hd] rows into the cache; causal_prefix: the
+        queries occupy cache rows 0..T-1 (lets attention skip keys past each chunk)."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -131,14 +132,33 @@ class Attention(nnx.Module):
             k_all, v_all = k, v
         else:
             k_all, v_all = write(k_all, k), write(v_all, v)
-        groups = self.num_heads // self.num_kv_heads
-        qg = q.reshape(b, t, self.num_kv_heads, groups, self.head_dim)
-        scores = jnp.einsum("btkgd,bskd->bkgts", qg, k_all,
-                            preferred_element_type=jnp.float32) / math.sqrt(self.head_dim)
-        scores = jnp.where(key_ok[:, None, None, :, :], scores, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)
-        out = jnp.einsum("bkgts,bskd->btkgd", probs, v_all).reshape(b, t, -1)
-        return self.o_proj(out), k_all, v_all
+        out = attend(q, k_all, v_all, key_ok, causal_prefix)
+        return self.o_proj(out.reshape(b, t, -1)), k_all, v_all
+
+
+def attend(q, k, v, key_ok, causal_prefix: bool):
+    """Grouped-query attention, heads-first layout (fastest on CPU and TPU alike).
+
+    q [B,T,H,D]; k/v [B,S,KV,D]; key_ok [B,T,S] bool. With `causal_prefix` (query t sits
+    in cache row t), queries are split into a few chunks that read only the keys up to
+    their own end, skipping most of the masked upper triangle.
+    """
+    b, t, h, d = q.shape
+    kv = k.shape[2]
+    qh = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B,KV,G,T,D]
+    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B,KV,S,D]
+    chunk = max(128, -(-t // 8))
+    bounds = [(i, min(i + chunk, t)) for i in range(0, t, chunk)] if causal_prefix else [(0, t)]
+    outs = []
+    for lo, hi in bounds:
+        end = hi if causal_prefix else kh.shape[2]
+        scores = jnp.einsum("bkgtd,bksd->bkgts", qh[:, :, :, lo:hi], kh[:, :, :end],
+                            preferred_element_type=jnp.float32) / math.sqrt(d)
+        scores = jnp.where(key_ok[:, None, None, lo:hi, :end], scores, jnp.finfo(jnp.float32).min)
+        probs = jax.nn.softmax(scores, axis=-1).astype(vh.dtype)
+        outs.append(jnp.einsum("bkgts,bksd->bkgtd", probs, vh[:, :, :end]))
+    out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=3)
+    return out.transpose(0, 3, 1, 2, 4)  # [B,T,KV,G,D]
 
 
 class MLP(nnx.Module):
@@ -159,8 +179,9 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype)
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write):
-        a, k_all, v_all = self.attn(self.input_norm(x), cos, sin, k_all, v_all, key_ok, write)
+    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write, causal_prefix=False):
+        a, k_all, v_all = self.attn(self.input_norm(x), cos, sin, k_all, v_all, key_ok, write,
+                                    causal_prefix)
         x = x + a
         x = x + self.mlp(self.post_attn_norm(x))
         return x, k_all, v_all
@@ -229,7 +250,7 @@ class Decoder(nnx.Module):
         for i, layer in enumerate(self.layers):
             k_i = None if cache is None else cache.k[i]
             v_i = None if cache is None else cache.v[i]
-            x, k_i, v_i = layer_fn(layer, x, cos, sin, k_i, v_i, key_ok, write)
+            x, k_i, v_i = layer_fn(layer, x, cos, sin, k_i, v_i, key_ok, write, slots is None)
             new_k.append(k_i)
             new_v.append(v_i)
         hidden = self.final_norm(x)
@@ -238,15 +259,15 @@ class Decoder(nnx.Module):
         return logits, hidden, new_cache
 
 
-def _call_layer(layer, x, cos, sin, k, v, key_ok, write):
-    return layer(x, cos, sin, k, v, key_ok, write)
+def _call_layer(layer, x, cos, sin, k, v, key_ok, write, causal_prefix):
+    return layer(x, cos, sin, k, v, key_ok, write, causal_prefix)
 
 
-def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, write):
+def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, write, causal_prefix):
     """The layer under `jax.checkpoint`: activations are recomputed in the backward pass."""
     graphdef, state = nnx.split(layer)
 
     def run(state, x, cos, sin, k, v, key_ok):
-        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, write)
+        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, write, causal_prefix)
 
     return jax.checkpoint(run)(state, x, cos, sin, k, v, key_ok)

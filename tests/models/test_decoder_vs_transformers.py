@@ -74,3 +74,14 @@ def test_bfloat16_params_track_float32(tmp_path, one_device_mesh):
     assert b.dtype == np.float32
     assert (a.argmax(-1) == b.argmax(-1)).mean() > 0.9
     assert np.abs(a - b).max() < 0.25
+
+
+@pytest.mark.parametrize("family", ["llama_gqa3_llama3rope", "qwen3_odd_head_dim"])
+def test_long_left_padded_prompt_uses_chunked_attention(tmp_path, family, one_device_mesh):
+    """Over 128 tokens attention runs in causal chunks; logits still match transformers."""
+    torch_model = make_tiny(tmp_path, family, max_position_embeddings=512)
+    model = load_pretrained(str(tmp_path), mesh=one_device_mesh)
+    ids, mask = left_padded_batch(np.random.default_rng(5), 256, [300, 170], 300)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(model.logits(ids, mask)[real], hf_logits(torch_model, ids, mask)[real],
+                               atol=TOL, rtol=0)

@@ -1,0 +1,37 @@
+"""Load a backbone from a config and answer a chat question with greedy decoding.
+
+    python launch/chat.py --config=configs/chat_embedded.py [--config.question="..."]
+"""
+
+import time
+
+from absl import app
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/chat_embedded.py",
+                                          "ml_collections config file")
+
+
+def main(argv):
+    del argv
+    cfg = _CONFIG.value
+    from activemem_jax import sharding
+    from activemem_jax.models import load_pretrained
+
+    t0 = time.perf_counter()
+    mesh = sharding.make_mesh(**cfg.mesh)
+    model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype, mesh=mesh,
+                            rules=cfg.sharding.rules, remat=cfg.model.remat)
+    c = model.config
+    print(f"loaded {model.path}: {c.model_type}, {c.num_layers} layers, d={c.hidden_size}, "
+          f"{c.num_params / 1e6:.1f}M params, {c.dtype}, mesh {dict(mesh.shape)} "
+          f"in {time.perf_counter() - t0:.1f}s")
+    t0 = time.perf_counter()
+    answer = model.generate(cfg.question, max_new_tokens=cfg.max_new_tokens)
+    print(f"question: {cfg.question}")
+    print(f"answer:   {answer}")
+    print(f"(generated in {time.perf_counter() - t0:.1f}s, compile included)")
+
+
+if __name__ == "__main__":
+    app.run(main)
