@@ -50,6 +50,33 @@ def test_cached_greedy_decode_equals_full_recompute(embedded_model):
     for prompt, out in zip(prompts, outs):
         assert len(out) == 6
         seq = list(prompt)
+        width = 32  # right-padded to one width: one compile for every step
         for _ in range(6):
-            seq.append(int(embedded_model.logits(np.asarray(seq)[None])[0, -1].argmax()))
+            ids = np.zeros((1, width), np.int32)
+            ids[0, :len(seq)] = seq
+            mask = (np.arange(width) < len(seq)).astype(np.int32)[None]
+            seq.append(int(embedded_model.logits(ids, mask)[0, len(seq) - 1].argmax()))
         assert out == seq[len(prompt):]
+
+
+def test_embeds_input_equals_token_input(embedded_model):
+    ids = np.asarray(embedded_model.tokenizer("Latent vectors go here")["input_ids"], np.int32)[None]
+    by_ids, hid_ids = embedded_model.forward(tokens=ids)
+    embeds = embedded_model.module.embed_tokens(ids)
+    by_embeds, hid_embeds = embedded_model.forward(embeds=embeds)
+    np.testing.assert_array_equal(np.asarray(by_ids), np.asarray(by_embeds))
+    np.testing.assert_array_equal(np.asarray(hid_ids), np.asarray(hid_embeds))
+    assert hid_ids.shape == (1, ids.shape[1], 576)
+
+
+def test_tokenizer_from_hf_directory_applies_chat_template(tmp_path, embedded_model):
+    from activemem_jax.models import load_pretrained
+    from tests.models.tiny_hf import make_tiny
+
+    make_tiny(tmp_path, "llama_tied_mha", vocab_size=49152)
+    embedded_model.tokenizer.save_pretrained(tmp_path)
+    model = load_pretrained(str(tmp_path), mesh=embedded_model.mesh)
+    ids = model.encode_chat("Hello there")
+    text = model.tokenizer.decode(ids)
+    assert "<|im_start|>user\nHello there<|im_end|>" in text
+    assert text.rstrip().endswith("<|im_start|>assistant")
