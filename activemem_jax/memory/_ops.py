@@ -1,0 +1,117 @@
+"""Online HLMT operations: traverse, insert, update, record activations.
+
+All are pure, jit- and vmap-able. Each traversal level reads one children row
+(O(max_children * d)); no operation scans all N embeddings. Ties between equally
+similar children go to the lowest slot index.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from activemem_jax.memory._state import EPS, Path, Tree, normalize
+
+_BIG = jnp.iinfo(jnp.int32).max
+
+
+def _best_child(tree: Tree, node, unit_query):
+    """(child slot, cosine, has_child) of `node`'s most similar child to a unit query."""
+    row = tree.children[node]
+    ok = row >= 0
+    sims = tree.emb[jnp.maximum(row, 0)] @ unit_query
+    sims = jnp.where(ok, sims, -jnp.inf)
+    best = jnp.max(sims)
+    pick = jnp.min(jnp.where(ok & (sims == best), row, _BIG))
+    return pick, best, jnp.any(ok)
+
+
+def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
+    """Greedy top-down retrieval: from the root, step to the child with the highest
+    cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels."""
+    unit, _ = normalize(query)
+    depth = tree.max_depth
+
+    def level(i, carry):
+        cur, active, nodes, sims, length = carry
+        pick, best, has_child = _best_child(tree, cur, unit)
+        take = active & has_child & (best >= tau_stop)
+        nodes = nodes.at[i].set(jnp.where(take, pick, -1))
+        sims = sims.at[i].set(jnp.where(take, best, 0.0))
+        return (jnp.where(take, pick, cur), take, nodes, sims, length + take.astype(jnp.int32))
+
+    init = (jnp.int32(0), jnp.bool_(True), jnp.full((depth,), -1, jnp.int32),
+            jnp.zeros((depth,), jnp.float32), jnp.int32(0))
+    _, _, nodes, sims, length = jax.lax.fori_loop(0, depth, level, init)
+    return Path(nodes=nodes, length=length, sims=sims)
+
+
+def path_mean(tree: Tree, path: Path):
+    """Mean of the path's node embeddings [d] (zeros for an empty path)."""
+    mask = path.mask.astype(jnp.float32)
+    total = jnp.sum(tree.emb[jnp.maximum(path.nodes, 0)] * mask[:, None], axis=0)
+    return total / jnp.maximum(path.length, 1).astype(jnp.float32)
+
+
+def insert_node(tree: Tree, parent, emb):
+    """Insert normalize(emb) under `parent`, descending into the most similar child while
+    a children row is full. Returns (tree, slot), slot = -1 (tree unchanged) when refused:
+    invalid parent, zero embedding, max_depth reached, or no free slot."""
+    n = tree.capacity
+    unit, norm = normalize(emb)
+    parent = jnp.asarray(parent, jnp.int32)
+    in_range = (parent >= 0) & (parent < n)
+    start = jnp.clip(parent, 0, n - 1)
+    ok = in_range & tree.valid[start] & (norm > EPS)
+
+    def descend(_, carry):
+        cur, found, alive = carry
+        searching = alive & ~found
+        has_free = jnp.any(tree.children[cur] < 0)
+        room = tree.depth[cur] < tree.max_depth
+        found = found | (searching & room & has_free)
+        alive = alive & (room | found)
+        pick, _, _ = _best_child(tree, cur, unit)
+        move = searching & room & ~has_free
+        return jnp.where(move, pick, cur), found, alive
+
+    cur, found, _ = jax.lax.fori_loop(0, tree.max_depth + 1, descend,
+                                      (start, jnp.bool_(False), ok))
+    free = (~tree.valid).at[0].set(False)
+    slot = jnp.argmax(free).astype(jnp.int32)
+    ok = ok & found & jnp.any(free)
+
+    row = tree.children[cur]
+    pos = jnp.argmax(row < 0)
+    new = tree.replace(
+        emb=tree.emb.at[slot].set(jnp.where(ok, unit, tree.emb[slot])),
+        parent=tree.parent.at[slot].set(jnp.where(ok, cur, tree.parent[slot])),
+        depth=tree.depth.at[slot].set(jnp.where(ok, tree.depth[cur] + 1, tree.depth[slot])),
+        valid=tree.valid.at[slot].set(ok | tree.valid[slot]),
+        children=tree.children.at[cur, pos].set(jnp.where(ok, slot, row[pos])),
+    )
+    return new, jnp.where(ok, slot, -1)
+
+
+def update_node(tree: Tree, idx, target, alpha):
+    """e_idx <- normalize((1 - alpha) e_idx + alpha target); alpha scalar or [d].
+    A no-op for the root, invalid/out-of-range slots, or a zero result."""
+    n = tree.capacity
+    idx = jnp.asarray(idx, jnp.int32)
+    i = jnp.clip(idx, 0, n - 1)
+    alpha = jnp.asarray(alpha, jnp.float32)
+    mixed = (1.0 - alpha) * tree.emb[i] + alpha * jnp.asarray(target, jnp.float32)
+    unit, norm = normalize(mixed)
+    ok = (idx > 0) & (idx < n) & tree.valid[i] & (norm > EPS)
+    return tree.replace(emb=tree.emb.at[i].set(jnp.where(ok, unit, tree.emb[i])))
+
+
+def record_activations(tree: Tree, path: Path, episode_return):
+    """Credit `episode_return` to every node on `path` (one activation each)."""
+    rows = jnp.where(path.mask, path.nodes, tree.capacity)  # padding -> dropped
+    r = jnp.asarray(episode_return, jnp.float32)
+    return tree.replace(
+        episode_return_sum=tree.episode_return_sum.at[rows].add(r, mode="drop"),
+        episode_hits=tree.episode_hits.at[rows].add(1, mode="drop"),
+        visits=tree.visits.at[rows].add(1, mode="drop"),
+    )
