@@ -2,7 +2,8 @@
 
 All are pure, jit- and vmap-able. Each traversal level reads one children row
 (O(max_children * d)); no operation scans all N embeddings. Ties between equally
-similar children go to the lowest slot index.
+similar children (cosines within TIE_TOL of the best) go to the lowest slot index, so
+every backend picks the same child despite rounding differences.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 from activemem_jax.memory._state import EPS, Path, Tree, normalize
 
 _BIG = jnp.iinfo(jnp.int32).max
+TIE_TOL = 1e-6
 
 
 def _best_child(tree: Tree, node, unit_query):
@@ -22,7 +24,7 @@ def _best_child(tree: Tree, node, unit_query):
     sims = tree.emb[jnp.maximum(row, 0)] @ unit_query
     sims = jnp.where(ok, sims, -jnp.inf)
     best = jnp.max(sims)
-    pick = jnp.min(jnp.where(ok & (sims == best), row, _BIG))
+    pick = jnp.min(jnp.where(ok & (sims >= best - TIE_TOL), row, _BIG))
     return pick, best, jnp.any(ok)
 
 
@@ -32,17 +34,21 @@ def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
     unit, _ = normalize(query)
     depth = tree.max_depth
 
-    def level(i, carry):
-        cur, active, nodes, sims, length = carry
+    def level(carry):
+        i, cur, _, nodes, sims = carry
         pick, best, has_child = _best_child(tree, cur, unit)
-        take = active & has_child & (best >= tau_stop)
+        take = has_child & (best >= tau_stop)
         nodes = nodes.at[i].set(jnp.where(take, pick, -1))
         sims = sims.at[i].set(jnp.where(take, best, 0.0))
-        return (jnp.where(take, pick, cur), take, nodes, sims, length + take.astype(jnp.int32))
+        return i + take.astype(jnp.int32), jnp.where(take, pick, cur), take, nodes, sims
 
-    init = (jnp.int32(0), jnp.bool_(True), jnp.full((depth,), -1, jnp.int32),
-            jnp.zeros((depth,), jnp.float32), jnp.int32(0))
-    _, _, nodes, sims, length = jax.lax.fori_loop(0, depth, level, init)
+    def going(carry):  # stops as soon as a level takes nothing (early exit, also under vmap)
+        i, _, active, _, _ = carry
+        return active & (i < depth)
+
+    init = (jnp.int32(0), jnp.int32(0), jnp.bool_(True), jnp.full((depth,), -1, jnp.int32),
+            jnp.zeros((depth,), jnp.float32))
+    length, _, _, nodes, sims = jax.lax.while_loop(going, level, init)
     return Path(nodes=nodes, length=length, sims=sims)
 
 

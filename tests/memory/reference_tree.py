@@ -9,6 +9,7 @@ import numpy as np
 
 F = np.float32
 EPS = 1e-12
+TIE_TOL = 1e-6  # cosines this close to the best count as ties (lowest slot wins)
 
 
 def unit(v):
@@ -50,7 +51,7 @@ class RefTree:
     def _best_child(self, p, q):
         sims = {c: F(np.dot(self.nodes[c].emb, q)) for c in self.children(p)}
         best = max(sims.values())
-        return min(c for c, s in sims.items() if s == best), best
+        return min(c for c, s in sims.items() if s >= best - TIE_TOL), best
 
     # ------------------------------------------------------------------ online ops
     def traverse(self, query, tau):

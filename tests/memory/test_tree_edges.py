@@ -81,6 +81,12 @@ def test_prune_skipped_when_children_do_not_fit():
     assert bool(out.valid[1])  # skipped: its children would overflow the root's row
     assert not bool(out.valid[2])  # pruned (a leaf)
     assert int(out.parent[3]) == 1
+    # exactly fits: root row (C=2) loses node 1 and gains its single child
+    t = hlmt.from_parents(np.stack([e(1, 0), e(0, 1), e(1, 1)]), [0, 0, 1],
+                          capacity=6, max_children=2, max_depth=3)
+    t = t.replace(utility_ema=jnp.array([0, -1, 2, 3, 0, 0], jnp.float32))
+    out = hlmt.end_episode(t, beta=0.1, prune_fraction=0.34, tau_merge=1.1)
+    assert not bool(out.valid[1]) and int(out.parent[3]) == 0 and int(out.depth[3]) == 1
 
 
 def test_prune_reparents_children_and_fixes_depths():
