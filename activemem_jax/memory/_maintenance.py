@@ -105,7 +105,10 @@ def _merge_siblings(tree: Tree, tau_merge, batch: int) -> Tree:
         surv, _ = jax.lax.fori_loop(0, c, step, (positions, cnt))
         return jnp.where(ok, members, n), members[surv]
 
-    members, survivors = jax.lax.map(group, tree.children, batch_size=min(batch, n))
+    # Only rows with >= 2 children can merge; at most (N - 1) / 2 such rows exist.
+    rows = jnp.nonzero(child_count >= 2, size=n // 2 + 1, fill_value=n)[0]
+    table = jnp.where((rows < n)[:, None], tree.children[jnp.minimum(rows, n - 1)], -1)
+    members, survivors = jax.lax.map(group, table, batch_size=min(batch, n // 2 + 1))
     target = jnp.arange(n).at[members.reshape(-1)].set(survivors.reshape(-1), mode="drop")
     live = tree.valid.at[0].set(False)
     absorbed = live & (target != jnp.arange(n))
