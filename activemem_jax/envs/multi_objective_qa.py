@@ -1,0 +1,138 @@
+"""MEM1's multi-objective multi-hop QA environment, batched and plain Python.
+
+    env = MultiObjectiveQAEnv(retriever, max_turns=8)
+    obs = env.reset(tasks)                       # one prompt per task
+    obs, rewards, dones, infos = env.step(actions)
+
+An action is the model's text: <think>...</think> then <search>query</search> (the next
+observation is <information> with the top-k docs as 'Doc i(Title: ...) text' and a
+turns-left hint) or <answer>a1; a2; ...</answer> (the episode ends; reward = sum of
+per-question EM, 0 if the answer count differs from the questions' or a tag is left
+unbalanced). Anything else gets a format hint as the observation and uses a turn. No
+string makes it raise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional, Sequence
+
+from activemem_jax.data.retrieval import format_docs
+from activemem_jax.envs import prompts
+from activemem_jax.metrics import exact_match, multi_objective_score, split_answers
+
+TAGS = ("think", "search", "answer", "information")
+
+
+def tags_balanced(text: str) -> bool:
+    for tag in TAGS:
+        opens = [m.start() for m in re.finditer(f"<{tag}>", text)]
+        closes = [m.start() for m in re.finditer(f"</{tag}>", text)]
+        if len(opens) != len(closes) or any(c < o for o, c in zip(opens, closes)):
+            return False
+    return True
+
+
+@dataclasses.dataclass
+class Action:
+    kind: str  # "search" | "answer" | "invalid"
+    content: str = ""
+    think: str = ""
+    balanced: bool = True
+
+
+def parse_action(text: str) -> Action:
+    text = text if isinstance(text, str) else str(text)
+    balanced = tags_balanced(text)
+    think = re.search(r"<think>(.*?)</think>", text, re.S)
+    searches = re.findall(r"<search>(.*?)</search>", text, re.S)
+    answers = re.findall(r"<answer>(.*?)</answer>", text, re.S)
+    think_text = think.group(1).strip() if think else ""
+    if len(searches) + len(answers) != 1 or "<information>" in text:
+        return Action("invalid", think=think_text, balanced=balanced)
+    if answers:
+        return Action("answer", answers[0].strip(), think_text, balanced)
+    query = searches[0].strip()
+    if not query or not balanced:
+        return Action("invalid", think=think_text, balanced=balanced)
+    return Action("search", query, think_text, balanced)
+
+
+@dataclasses.dataclass
+class Episode:
+    task: dict
+    turn: int = 0
+    done: bool = False
+    reward: float = 0.0
+    searches: int = 0
+    answer: Optional[str] = None
+    invalid: int = 0
+
+
+class MultiObjectiveQAEnv:
+    def __init__(self, retriever, max_turns: int = 8, topk: int = 3):
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        self.retriever, self.max_turns, self.topk = retriever, max_turns, topk
+        self.episodes: list[Episode] = []
+
+    @staticmethod
+    def initial_prompt(task: dict) -> str:
+        questions = task["questions"]
+        if len(questions) == 1:
+            return prompts.SINGLE_OBJECTIVE_QA.format(question=questions[0])
+        listed = "".join(f"\n{i}. {q}" for i, q in enumerate(questions, 1))
+        return prompts.MULTI_OBJECTIVE_QA.format(questions=listed)
+
+    def reset(self, tasks: Sequence[dict]) -> list[str]:
+        for t in tasks:
+            if len(t.get("questions", [])) != len(t.get("answers", [])) or not t.get("questions"):
+                raise ValueError(f"task {t.get('id')!r}: needs as many answers as questions (>= 1)")
+        self.episodes = [Episode(task=t) for t in tasks]
+        return [self.initial_prompt(t) for t in tasks]
+
+    def step(self, actions: Sequence[str]):
+        if len(actions) != len(self.episodes):
+            raise ValueError(f"{len(actions)} actions for {len(self.episodes)} episodes")
+        parsed = [parse_action(a) for a in actions]
+        live = [i for i, ep in enumerate(self.episodes) if not ep.done]
+        search_ids = [i for i in live if parsed[i].kind == "search"]
+        results = dict(zip(search_ids, self.retriever.batch_search(
+            [parsed[i].content for i in search_ids], self.topk))) if search_ids else {}
+        obs, rewards, dones, infos = [], [], [], []
+        for i, ep in enumerate(self.episodes):
+            reward, text = 0.0, ""
+            if not ep.done:
+                act = parsed[i]
+                ep.turn += 1
+                left = self.max_turns - ep.turn
+                if act.kind == "answer":
+                    ep.answer = act.content
+                    golds = ep.task["answers"]
+                    reward = multi_objective_score(act.content, golds) if act.balanced else 0.0
+                    ep.done, ep.reward = True, reward
+                elif act.kind == "search":
+                    ep.searches += 1
+                    text = (f"<information>{format_docs(results[i])}</information>\n\n"
+                            + prompts.turns_left_hint(left))
+                else:
+                    ep.invalid += 1
+                    text = prompts.FORMAT_HINT + "\n\n" + prompts.turns_left_hint(left)
+                if not ep.done and left <= 0:
+                    ep.done = True  # out of turns without an answer: reward 0
+            obs.append(text)
+            rewards.append(reward)
+            dones.append(ep.done)
+            infos.append(self.info(ep))
+        return obs, rewards, dones, infos
+
+    @staticmethod
+    def info(ep: Episode) -> dict:
+        golds = ep.task["answers"]
+        answers = split_answers(ep.answer) if ep.answer is not None else []
+        per_q = ([exact_match(a, g) for a, g in zip(answers, golds)]
+                 if len(answers) == len(golds) else [0.0] * len(golds))
+        return {"id": ep.task.get("id"), "turns": ep.turn, "searches": ep.searches,
+                "invalid": ep.invalid, "answer": ep.answer, "per_question_em": per_q,
+                "reward": ep.reward, "done": ep.done}
