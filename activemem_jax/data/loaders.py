@@ -130,7 +130,11 @@ def encrypt_browsecomp(plaintext: str, password: str) -> str:
 def decrypt_browsecomp(ciphertext_b64: str, password: str) -> str:
     """Undo the release's encryption: base64, then XOR with SHA-256(canary) repeated."""
     data = base64.b64decode(ciphertext_b64)
-    return bytes(a ^ b for a, b in zip(data, _keystream(password, len(data)))).decode()
+    plain = bytes(a ^ b for a, b in zip(data, _keystream(password, len(data))))
+    try:
+        return plain.decode()
+    except UnicodeDecodeError as e:
+        raise ValueError("decryption gave invalid UTF-8: wrong canary string?") from e
 
 
 def read_qrels(path: str) -> dict[str, dict[str, int]]:

@@ -11,20 +11,21 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from fastapi import FastAPI
+from pydantic import BaseModel, Field
+
 from activemem_jax.data.retrieval import BM25Retriever, DenseRetriever, load_corpus, to_search_r1
 
 MAX_QUERIES, MAX_TOPK = 1024, 100
 
 
-def make_app(retriever):
-    from fastapi import FastAPI
-    from pydantic import BaseModel, Field
+class RetrieveRequest(BaseModel):
+    queries: list[str] = Field(..., max_length=MAX_QUERIES)
+    topk: Optional[int] = Field(3, ge=1, le=MAX_TOPK)
+    return_scores: bool = False
 
-    class RetrieveRequest(BaseModel):
-        queries: list[str] = Field(..., max_length=MAX_QUERIES)
-        topk: Optional[int] = Field(3, ge=1, le=MAX_TOPK)
-        return_scores: bool = False
 
+def make_app(retriever) -> FastAPI:
     app = FastAPI(title="activemem-jax retrieval")
 
     @app.post("/retrieve")

@@ -182,7 +182,8 @@ def generate(seed: int = 0, n_entities: int = 2000, near_duplicate_fraction: flo
             e["facts"][rel] = rng.choice(by_type[dst])["name"] if dst else _literal(rng, rel)
     documents = [_document(rng, e, entities, distractors_per_doc) for e in entities]
     world = World(seed=seed, entities=entities, documents=documents, questions=[])
-    world.questions = _question_pool(world, random.Random(seed + 1), questions_per_entity)
+    if questions_per_entity > 0:
+        world.questions = _question_pool(world, random.Random(seed + 1), questions_per_entity)
     return world
 
 
