@@ -132,7 +132,8 @@ class Attention(nnx.Module):
             k_all, v_all = k, v
         else:
             k_all, v_all = write(k_all, k), write(v_all, v)
-        out = attend(q, k_all, v_all, key_ok, causal_prefix)
+        s = key_ok.shape[-1]  # attend over the first s cache rows only
+        out = attend(q, k_all[:, :s], v_all[:, :s], key_ok, causal_prefix)
         return self.o_proj(out.reshape(b, t, -1)), k_all, v_all
 
 
@@ -214,12 +215,15 @@ class Decoder(nnx.Module):
         return logits.astype(jnp.float32)
 
     def __call__(self, tokens=None, *, embeds=None, positions=None, attention_mask=None,
-                 cache: Optional[KVCache] = None, slots=None, return_logits: bool = True):
+                 cache: Optional[KVCache] = None, slots=None, return_logits: bool = True,
+                 kv_len: Optional[int] = None):
         """Run the backbone.
 
         tokens [B, T] int or embeds [B, T, D]; positions [B, T] int (RoPE positions,
         default 0..T-1); attention_mask [B, T] (1 = real token, default all ones).
-        With `cache`, `slots` [B, T] are the cache rows to write (default 0..T-1).
+        With `cache`, `slots` [B, T] are the cache rows to write (default 0..T-1); a static
+        `kv_len` limits attention to the first kv_len cache rows (all slots must be below
+        it), so short sequences in a long cache read only what they use.
         Returns (logits [B, T, V] float32 or None, hidden [B, T, D], cache or None).
         """
         if (tokens is None) == (embeds is None):
@@ -242,8 +246,8 @@ class Decoder(nnx.Module):
 
             def write(buf, new):
                 return buf.at[rows, query_slots].set(new.astype(buf.dtype))
-        s = key_mask.shape[1]
-        key_ok = key_mask[:, None, :] & (jnp.arange(s)[None, None, :] <= query_slots[:, :, None])
+        s = key_mask.shape[1] if kv_len is None else min(kv_len, key_mask.shape[1])
+        key_ok = key_mask[:, None, :s] & (jnp.arange(s)[None, None, :] <= query_slots[:, :, None])
 
         layer_fn = _call_layer_remat if self.config.remat else _call_layer
         new_k, new_v = [], []

@@ -1,0 +1,9 @@
+"""Generation engine: static-shape KV cache, fixed decode slots, continuous batching.
+
+    from activemem_jax.engine import Engine, SamplingParams
+"""
+
+from activemem_jax.engine.engine import Delta, Engine, Output, PromptTooLong, QueueFull, RequestHandle
+from activemem_jax.engine.sampling import SamplingParams
+
+__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams"]

@@ -1,0 +1,391 @@
+"""`Engine`: continuous batching over fixed decode slots, with prefix reuse.
+
+A background thread admits queued requests into free slots (chunked prefill, reusing
+the longest cached prefix any slot holds), then runs one jitted decode step for all
+slots at a time; each step moves only the new tokens to the host. Stop strings are
+matched on detokenized text; a finished or cancelled request frees its slot at once.
+
+    engine = Engine(load_pretrained("embedded"), max_slots=8, max_len=2048)
+    outs = engine.generate(["Hello", [{"role": "user", "content": "Hi"}]], SamplingParams(temperature=0))
+    async for delta in engine.stream(messages, params): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import queue
+import random
+import threading
+import time
+from typing import Callable, Optional, Sequence, Union
+
+import jax.numpy as jnp
+import numpy as np
+
+from activemem_jax.engine import core
+from activemem_jax.engine.sampling import SamplingParams
+
+Prompt = Union[str, Sequence[int], Sequence[dict]]
+REUSE_MIN = 16  # copy another slot's row only when it saves at least this many tokens
+PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
+
+
+class QueueFull(RuntimeError):
+    """The request queue is full; retry later."""
+
+
+class PromptTooLong(ValueError):
+    """The prompt does not fit the engine's cache."""
+
+
+@dataclasses.dataclass
+class Output:
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[list[tuple[int, float]]]
+    finish_reason: str  # "stop" | "length" | "cancelled" | "error" (engine failure)
+    prompt_tokens: int
+    cached_tokens: int
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def usage(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+
+
+@dataclasses.dataclass
+class Delta:
+    """A streaming event: new text (and tokens); `output` is set on the last one."""
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    output: Optional[Output] = None
+
+
+class Request:
+    _ids = itertools.count()
+
+    def __init__(self, prompt_ids, params: SamplingParams, seed: int, latents, latent_pos):
+        self.id = next(self._ids)
+        self.prompt_ids = list(prompt_ids)
+        self.params = params
+        self.seed = seed
+        self.latents = latents
+        self.latent_pos = latent_pos
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.top_logprobs: list[list[tuple[int, float]]] = []
+        self.text = ""
+        self.sent = 0  # characters of text already streamed
+        self.cached_tokens = 0
+        self.output: Optional[Output] = None
+        self.cancelled = False
+        self.done = threading.Event()
+        self.listeners: list[Callable[[Delta], None]] = []
+
+
+class RequestHandle:
+    def __init__(self, engine: "Engine", request: Request):
+        self._engine, self.request = engine, request
+        self._events: "queue.Queue[Delta]" = queue.Queue()
+        request.listeners.append(self._events.put)
+
+    def result(self, timeout: Optional[float] = None) -> Output:
+        if not self.request.done.wait(timeout):
+            raise TimeoutError(f"request {self.request.id} not finished after {timeout}s")
+        return self.request.output
+
+    def __iter__(self):
+        while True:
+            delta = self._events.get()
+            yield delta
+            if delta.output is not None:
+                return
+
+    def cancel(self):
+        self.request.cancelled = True
+        self._engine._wake.set()
+
+
+class Engine:
+    def __init__(self, model, max_slots: int = 8, max_len: int = 2048, max_queue: int = 256):
+        if max_len % 256:
+            raise ValueError(f"max_len={max_len}: use a multiple of 256")
+        self.model = model
+        self.tokenizer = model.tokenizer
+        self.eos_ids = set(model.eos_token_ids)
+        self.max_slots, self.max_len = max_slots, max_len
+        self.rows = max_len + PREFILL_CHUNK  # slack so a padded chunk never runs off the cache
+        self._fns = core.compiled(model.graphdef)
+        self._state = core.init_state(model.config, max_slots, self.rows)
+        self._slots: list[Optional[Request]] = [None] * max_slots
+        self._lengths = [0] * max_slots  # host copy of cache rows in use per slot
+        self._history: list[list[int]] = [[] for _ in range(max_slots)]  # tokens whose KV a row holds
+        self._pending: "queue.Queue[Request]" = queue.Queue(maxsize=max_queue)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._rng = random.Random()
+        self._error: Optional[BaseException] = None
+        self._current: Optional[Request] = None
+        self.stats = {"steps": 0, "prefill_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
+        self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ public API
+    def encode(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt)["input_ids"])
+        prompt = list(prompt)
+        if prompt and isinstance(prompt[0], dict):
+            return self.model.encode_chat(prompt)
+        return [int(t) for t in prompt]
+
+    def submit(self, prompt: Prompt, params: SamplingParams = SamplingParams(),
+               latents=None, latent_positions: Optional[Sequence[int]] = None) -> RequestHandle:
+        """Queue one request. latents [K, d] replace the embeddings of the prompt tokens at
+        `latent_positions` (ActiveMem's splice hook)."""
+        if self._error is not None:
+            raise RuntimeError("the engine thread failed") from self._error
+        ids = self.encode(prompt)
+        if not ids:
+            raise ValueError("the prompt is empty")
+        if len(ids) + 1 > self.max_len:
+            raise PromptTooLong(f"the prompt has {len(ids)} tokens; this engine's context is "
+                                f"{self.max_len} tokens (prompt + at least 1 generated)")
+        lat, pos = self._latents(latents, latent_positions, len(ids))
+        seed = params.seed if params.seed is not None else self._rng.randrange(2**31)
+        request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos)
+        handle = RequestHandle(self, request)
+        try:
+            self._pending.put_nowait(request)
+        except queue.Full:
+            raise QueueFull(f"{self._pending.maxsize} requests are already queued") from None
+        self._wake.set()
+        return handle
+
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], params: SamplingParams = SamplingParams(),
+                 timeout: Optional[float] = None) -> list[Output]:
+        """Blocking: one Output per prompt (a single str/ids/messages prompt also works)."""
+        single = isinstance(prompts, str) or (len(prompts) and isinstance(prompts[0], (int, dict)))
+        handles = [self.submit(p, params) for p in ([prompts] if single else prompts)]
+        return [h.result(timeout) for h in handles]
+
+    async def stream(self, prompt: Prompt, params: SamplingParams = SamplingParams(), **kw):
+        """Async iterator of Delta events; cancelling the consumer frees the slot."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+        handle = self.submit(prompt, params, **kw)
+        handle.request.listeners.append(lambda d: loop.call_soon_threadsafe(events.put_nowait, d))
+        if handle.request.output is not None:  # finished before the listener was attached
+            events.put_nowait(Delta("", [], [], handle.request.output))
+        try:
+            while True:
+                delta = await events.get()
+                yield delta
+                if delta.output is not None:
+                    return
+        finally:
+            if handle.request.output is None:
+                handle.cancel()
+
+    @property
+    def queued(self) -> int:
+        return self._pending.qsize()
+
+    @property
+    def busy_slots(self) -> int:
+        return sum(r is not None for r in self._slots)
+
+    def close(self):
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ engine thread
+    def _latents(self, latents, positions, n_prompt):
+        d = self.model.config.hidden_size
+        lat = np.zeros((core.MAX_LATENTS, d), np.float32)
+        pos = np.full((core.MAX_LATENTS,), -1, np.int32)
+        if latents is None:
+            return lat, pos
+        latents = np.asarray(latents, np.float32)
+        positions = list(positions or [])
+        if latents.ndim != 2 or latents.shape[1] != d or len(positions) != latents.shape[0]:
+            raise ValueError(f"latents must be [K, {d}] with K positions; got {latents.shape} "
+                             f"and {len(positions)} positions")
+        if latents.shape[0] > core.MAX_LATENTS or any(not 0 <= p < n_prompt for p in positions):
+            raise ValueError(f"at most {core.MAX_LATENTS} latents, at positions inside the prompt")
+        lat[: len(positions)] = latents
+        pos[: len(positions)] = positions
+        return lat, pos
+
+    def _loop(self):
+        try:
+            while not self._stop.is_set():
+                self._admit()
+                if not any(self._slots):
+                    self._wake.wait(0.05)
+                    self._wake.clear()
+                    continue
+                self._step()
+        except BaseException as e:  # surface to callers instead of hanging them
+            self._error = e
+            stranded = [r for r in self._slots if r is not None] + [self._current]
+            while not self._pending.empty():
+                stranded.append(self._pending.get_nowait())
+            for r in stranded:
+                if r is not None and not r.done.is_set():
+                    self._slots = [None if x is r else x for x in self._slots]
+                    self._finish(r, "error")
+            raise
+
+    def _admit(self):
+        for slot in range(self.max_slots):
+            if self._slots[slot] is not None and self._slots[slot].cancelled:
+                self._finish(self._slots[slot], "cancelled")
+        while not self._pending.empty() and None in self._slots:
+            request = self._pending.get_nowait()
+            if request.cancelled:
+                self._finish(request, "cancelled")
+                continue
+            self._current = request
+            self._start(request)
+            self._current = None
+
+    @staticmethod
+    def _common_prefix(a: list[int], b: list[int]) -> int:
+        n = min(len(a), len(b))
+        for i in range(n):
+            if a[i] != b[i]:
+                return i
+        return n
+
+    def _start(self, req: Request):
+        ids = req.prompt_ids
+        limit = len(ids) - 1  # the last prompt token is always recomputed (its logits)
+        used = req.latent_pos[req.latent_pos >= 0]
+        if used.size:
+            limit = min(limit, int(used.min()))
+        match = [min(self._common_prefix(h, ids), limit) for h in self._history]
+        free = [s for s in range(self.max_slots) if self._slots[s] is None]
+        slot = max(free, key=lambda s: (match[s], -s))
+        source = max(range(self.max_slots), key=lambda s: (match[s], s == slot))
+        if match[source] < match[slot] + REUSE_MIN:
+            source = slot
+        reuse = match[source]
+        fns = self._fns
+        row = fns["extract"](self._state, source)
+        sampling = (jnp.asarray([req.params.temperature], jnp.float32),
+                    jnp.asarray([req.params.top_k], jnp.int32),
+                    jnp.asarray([req.params.top_p], jnp.float32), jnp.asarray([req.seed], jnp.int32))
+        lat, pos = jnp.asarray(req.latents), jnp.asarray(req.latent_pos)
+        start = reuse
+        while start < len(ids):
+            chunk = ids[start:start + PREFILL_CHUNK]
+            r = core.prefill_bucket(len(chunk))
+            tokens = np.zeros((1, r), np.int32)
+            tokens[0, :len(chunk)] = chunk
+            out = fns["prefill"](self.model.state, row, jnp.asarray(tokens), jnp.int32(start),
+                                 jnp.int32(len(chunk)), lat, pos, sampling,
+                                 kv_len=core.kv_bucket(start + r, self.rows))
+            row = out[0]
+            start += len(chunk)
+        _, token, logprob, top_lp, top_ids, _ = out
+        self._state = fns["insert"](self._state, row, slot, jnp.int32(len(ids)), token, sampling)
+        self._slots[slot] = req
+        self._lengths[slot] = len(ids)
+        self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
+        req.cached_tokens = reuse
+        self.stats["prefill_tokens"] += len(ids) - reuse
+        self.stats["cached_tokens"] += reuse
+        self._emit(req, slot, int(token[0]), float(logprob[0]), top_lp[0], top_ids[0])
+
+    def _step(self):
+        live = [s for s in range(self.max_slots) if self._slots[s] is not None]
+        kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows)
+        self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
+            self.model.state, self._state, kv_len=kv)
+        want_top = any(self._slots[s].params.top_logprobs for s in live)
+        toks, lps = np.asarray(toks), np.asarray(lps)
+        top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
+        self.stats["steps"] += 1
+        for s in live:
+            req = self._slots[s]
+            self._history[s].append(req.token_ids[-1])  # the token fed this step is now cached
+            self._lengths[s] += 1
+            self._emit(req, s, int(toks[s]), float(lps[s]),
+                       None if top_lp is None else top_lp[s], None if top_ids is None else top_ids[s])
+
+    def _emit(self, req: Request, slot: int, token: int, logprob: float, top_lp, top_ids):
+        p = req.params
+        if token in self.eos_ids and not p.ignore_eos:
+            return self._finish(req, "stop", slot)
+        req.token_ids.append(token)
+        req.logprobs.append(logprob)
+        if p.top_logprobs and top_lp is not None:
+            req.top_logprobs.append([(int(i), float(v)) for i, v in
+                                     zip(np.asarray(top_ids)[: p.top_logprobs], np.asarray(top_lp)[: p.top_logprobs])])
+        self.stats["generated_tokens"] += 1
+        text = self.tokenizer.decode(req.token_ids, skip_special_tokens=True)
+        reason = None
+        for stop in p.stop:
+            at = text.find(stop)
+            if at >= 0:
+                text, reason = text[:at], "stop"
+        req.text = text
+        if reason is None and len(req.token_ids) >= p.max_tokens:
+            reason = "length"
+        if reason is None and len(req.prompt_ids) + len(req.token_ids) >= self.max_len:
+            reason = "length"
+        if reason is not None:
+            return self._finish(req, reason, slot)
+        hold = max((len(s) - 1 for s in p.stop), default=0)
+        safe = len(text) - hold
+        while safe > req.sent and text[safe - 1] == "\ufffd":  # incomplete UTF-8 at the end
+            safe -= 1
+        if safe > req.sent:
+            self._send(req, Delta(text[req.sent:safe], [token], [logprob]))
+            req.sent = safe
+        elif token is not None:
+            self._send(req, Delta("", [token], [logprob]))
+
+    def _finish(self, req: Request, reason: str, slot: Optional[int] = None):
+        if slot is None and req in self._slots:
+            slot = self._slots.index(req)
+        if slot is not None and self._slots[slot] is req:
+            self._state = self._fns["release"](self._state, slot)
+            self._slots[slot] = None
+        req.output = Output(text=req.text, token_ids=list(req.token_ids), logprobs=list(req.logprobs),
+                            top_logprobs=list(req.top_logprobs), finish_reason=reason,
+                            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens)
+        self._send(req, Delta(req.text[req.sent:], [], [], req.output))
+        req.sent = len(req.text)
+        req.done.set()
+
+    @staticmethod
+    def _send(req: Request, delta: Delta):
+        for listener in list(req.listeners):
+            listener(delta)
+
+
+def wait_all(handles: Sequence[RequestHandle], timeout: Optional[float] = None) -> list[Output]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    return [h.result(None if deadline is None else max(0.0, deadline - time.monotonic())) for h in handles]
+
+
+__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams",
+           "wait_all"]

@@ -1,0 +1,83 @@
+"""Per-request sampling parameters and the batched, jitted sampler."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+CANDIDATES = 256  # top-k / top-p act within the 256 most likely tokens
+TOP_LOGPROBS = 20  # most top log-probs a request may ask for
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; seed None = random."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: Optional[int] = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+    ignore_eos: bool = False
+
+    def __post_init__(self):
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        object.__setattr__(self, "stop", stop)
+        problems = []
+        if not self.temperature >= 0:
+            problems.append(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p must be in (0, 1] (got {self.top_p})")
+        if self.top_k < 0:
+            problems.append(f"top_k must be >= 0 (got {self.top_k})")
+        if self.max_tokens < 1:
+            problems.append(f"max_tokens must be >= 1 (got {self.max_tokens})")
+        if not 0 <= self.top_logprobs <= TOP_LOGPROBS:
+            problems.append(f"top_logprobs must be in [0, {TOP_LOGPROBS}] (got {self.top_logprobs})")
+        if any(not s for s in stop) or len(stop) > 16:
+            problems.append("stop must hold at most 16 non-empty strings")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def sample(logits, temperature, top_k, top_p, seeds, steps):
+    """One token per row. logits [B, V] float32; temperature/top_p [B] float32; top_k,
+    seeds, steps [B] int32. The key of row b is fold_in(PRNGKey(seed_b), step_b), so a
+    request's samples do not depend on what else is in the batch.
+
+    Returns (tokens [B], logprobs [B] of the model's distribution at the chosen tokens,
+    top log-probs [B, TOP_LOGPROBS] and their token ids)."""
+    logprobs = jax.nn.log_softmax(logits, axis=-1)
+    greedy = jnp.argmax(logits, axis=-1)
+    scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+    vals, ids = jax.lax.top_k(scaled, CANDIDATES)
+    rank = jnp.arange(CANDIDATES)[None, :]
+    keep = rank < jnp.where(top_k > 0, jnp.minimum(top_k, CANDIDATES), CANDIDATES)[:, None]
+    probs = jax.nn.softmax(jnp.where(keep, vals, -jnp.inf), axis=-1)
+    keep = keep & ((jnp.cumsum(probs, axis=-1) - probs) < top_p[:, None])
+    keys = jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, steps)
+    pick = jax.vmap(jax.random.categorical)(keys, jnp.where(keep, vals, -jnp.inf))
+    full = jax.vmap(jax.random.categorical)(keys, scaled)
+    use_full = (top_k <= 0) & (top_p >= 1.0)
+    sampled = jnp.where(use_full, full, jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0])
+    tokens = jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
+    chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
+    top_lp, top_ids = jax.lax.top_k(logprobs, TOP_LOGPROBS)
+    return tokens, chosen, top_lp, top_ids.astype(jnp.int32)
+
+
+def param_arrays(params: Sequence[SamplingParams], seeds: Sequence[int]):
+    """Per-row device inputs of `sample` for a list of requests."""
+    return (jnp.asarray([p.temperature for p in params], jnp.float32),
+            jnp.asarray([p.top_k for p in params], jnp.int32),
+            jnp.asarray([p.top_p for p in params], jnp.float32),
+            jnp.asarray(seeds, jnp.int32))
