@@ -50,3 +50,12 @@ def embedded_hf_model():
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: loads the embedded 135M model or runs end to end "
                                        "(still run in CI)")
+
+
+@pytest.fixture(scope="session")
+def engine(embedded_model):
+    """One engine over the embedded model for the whole session (compiles are shared)."""
+    from activemem_jax.engine import Engine
+
+    with Engine(embedded_model, max_slots=8, max_len=1024) as eng:
+        yield eng

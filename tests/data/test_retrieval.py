@@ -2,14 +2,12 @@
 
 import json
 import os
-import socket
-import threading
-import time
 import urllib.request
 
 import pytest
 
 from activemem_jax.data.retrieval import BM25Retriever, DenseRetriever, RemoteRetriever, format_docs
+from tests.serving import free_port, running
 
 DOCS = [
     {"docid": "a", "title": "Velmor Harbor", "text": "Velmor Harbor is a port city famous for lighthouses."},
@@ -61,30 +59,12 @@ def test_dense_retriever_finds_by_meaning_and_round_trips(tmp_path):
         DenseRetriever(DOCS, str(tmp_path / "no-model"))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def server_url():
-    import uvicorn
-
     from activemem_jax.data.retrieval_server import make_app
 
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(BM25Retriever(DOCS)), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with running(make_app(BM25Retriever(DOCS))) as url:
+        yield url
 
 
 def _post(url, body):
@@ -116,4 +96,4 @@ def test_server_speaks_search_r1_over_http(server_url):
 
 def test_remote_retriever_reports_unreachable_server():
     with pytest.raises(ConnectionError, match="unreachable"):
-        RemoteRetriever(f"http://127.0.0.1:{_free_port()}", timeout=2).search("x")
+        RemoteRetriever(f"http://127.0.0.1:{free_port()}", timeout=2).search("x")

@@ -1,0 +1,322 @@
+"""OpenAI-compatible model server on the engine (FastAPI + uvicorn).
+
+    python -m activemem_jax.serve --model embedded --port 8000 [--api-key KEY]
+    python -m activemem_jax.serve --config configs/serve_embedded.py
+
+POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health.
+Binds 127.0.0.1 unless --host says otherwise. Bad requests get a 4xx JSON error in
+OpenAI's shape; a full queue gets 503 with Retry-After; the server never dies from a
+request; a client that disconnects mid-stream frees its slot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import time
+import uuid
+from typing import Any, Optional, Union
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from activemem_jax.engine import Engine, PromptTooLong, QueueFull, SamplingParams
+
+DEFAULT_MAX_TOKENS = 512
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, param: Optional[str] = None,
+                 code: Optional[str] = None, headers: Optional[dict] = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: Optional[str] = None
+    max_tokens: Optional[int] = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: Optional[Union[str, list[str]]] = None
+    n: int = 1
+    seed: Optional[int] = None
+    stream: bool = False
+    stream_options: Optional[dict] = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: str
+    content: Union[str, list[dict], None] = ""
+
+
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_completion_tokens: Optional[int] = None
+    logprobs: bool = False
+    top_logprobs: Optional[int] = None
+
+
+class CompletionRequest(_Common):
+    prompt: Union[str, list[str], list[int]]
+    logprobs: Optional[int] = None
+    echo: bool = False
+
+
+def _error(status: int, message: str, param=None, code=None, headers=None) -> JSONResponse:
+    kind = {401: "authentication_error", 404: "not_found_error", 503: "server_busy"}.get(
+        status, "invalid_request_error" if status < 500 else "server_error")
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                        status_code=status, headers=headers)
+
+
+def _content(message: ChatMessage) -> str:
+    if isinstance(message.content, list):  # [{"type": "text", "text": ...}, ...]
+        return "".join(part.get("text", "") for part in message.content if isinstance(part, dict))
+    return message.content or ""
+
+
+def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> FastAPI:
+    app = FastAPI(title="activemem-jax model server")
+    tokenizer = engine.tokenizer
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, e: APIError):
+        return _error(e.status, e.message, e.param, e.code, e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, e: RequestValidationError):
+        first = e.errors()[0] if e.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ())[1:]) or None
+        return _error(400, f"invalid request: {first.get('msg', 'malformed body')}"
+                      + (f" at '{where}'" if where else ""), param=where)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, e: Exception):
+        return _error(500, f"internal error: {type(e).__name__}: {e}")
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        if api_key and request.url.path.startswith("/v1/"):
+            if request.headers.get("authorization", "") != f"Bearer {api_key}":
+                return _error(401, "missing or wrong API key (send 'Authorization: Bearer <key>')")
+        return await call_next(request)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "busy_slots": engine.busy_slots, "queued": engine.queued}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                            "owned_by": "activemem-jax"}]}
+
+    def params_of(req: _Common, max_tokens: Optional[int], n_prompt: int, logprobs: bool,
+                  top_logprobs: int, index: int) -> SamplingParams:
+        if req.model not in (None, "", model_name):
+            raise APIError(404, f"model {req.model!r} does not exist; this server serves "
+                                f"{model_name!r}", "model", "model_not_found")
+        if not 1 <= req.n <= 16:
+            raise APIError(400, f"n must be in [1, 16] (got {req.n})", "n")
+        room = engine.max_len - n_prompt
+        if room < 1:
+            raise APIError(400, f"the prompt has {n_prompt} tokens; the context is {engine.max_len}",
+                           "messages", "context_length_exceeded")
+        if max_tokens is not None and max_tokens < 1:
+            raise APIError(400, f"max_tokens must be >= 1 (got {max_tokens})", "max_tokens")
+        try:
+            return SamplingParams(
+                temperature=req.temperature, top_p=req.top_p, top_k=req.top_k,
+                max_tokens=min(max_tokens or DEFAULT_MAX_TOKENS, room), stop=req.stop or (),
+                seed=None if req.seed is None else req.seed + index, logprobs=logprobs,
+                top_logprobs=top_logprobs)
+        except ValueError as e:
+            raise APIError(400, str(e)) from e
+
+    async def run(ids, params: SamplingParams):
+        """Collect one request's deltas; maps engine errors to API errors."""
+        try:
+            return [d async for d in engine.stream(ids, params)][-1].output
+        except QueueFull as e:
+            raise APIError(503, str(e), headers={"Retry-After": "1"}) from e
+        except PromptTooLong as e:
+            raise APIError(400, str(e), code="context_length_exceeded") from e
+
+    def token_text(token_id: int) -> str:
+        return tokenizer.decode([token_id])
+
+    def chat_logprobs(out, top_n: int):
+        return {"content": [
+            {"token": token_text(t), "logprob": lp, "bytes": list(token_text(t).encode()),
+             "top_logprobs": [{"token": token_text(i), "logprob": v, "bytes": list(token_text(i).encode())}
+                              for i, v in (out.top_logprobs[k] if k < len(out.top_logprobs) else [])][:top_n]}
+            for k, (t, lp) in enumerate(zip(out.token_ids, out.logprobs))]}
+
+    def usage_of(outs) -> dict:
+        prompt = outs[0].prompt_tokens if outs else 0
+        completion = sum(o.completion_tokens for o in outs)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": max((o.cached_tokens for o in outs), default=0)}}
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: ChatRequest):
+        messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
+        try:
+            ids = engine.encode(messages)
+        except Exception as e:
+            raise APIError(400, f"cannot apply the chat template: {e}", "messages") from e
+        top_n = req.top_logprobs or 0
+        if top_n and not req.logprobs:
+            raise APIError(400, "top_logprobs needs logprobs=true", "top_logprobs")
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        params = [params_of(req, max_tokens, len(ids), req.logprobs, top_n, i) for i in range(req.n)]
+        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            return StreamingResponse(stream_chat(ids, params, rid, created), media_type="text/event-stream")
+        outs = await asyncio.gather(*(run(ids, p) for p in params))
+        return {"id": rid, "object": "chat.completion", "created": created, "model": model_name,
+                "choices": [{"index": i, "message": {"role": "assistant", "content": o.text},
+                             "logprobs": chat_logprobs(o, top_n) if req.logprobs else None,
+                             "finish_reason": _reason(o.finish_reason)} for i, o in enumerate(outs)],
+                "usage": usage_of(outs)}
+
+    async def stream_chat(ids, params, rid, created):
+        def chunk(choices, usage=None):
+            body = {"id": rid, "object": "chat.completion.chunk", "created": created,
+                    "model": model_name, "choices": choices}
+            if usage is not None:
+                body["usage"] = usage
+            return f"data: {json.dumps(body)}\n\n"
+
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def pump(i, p):
+            try:
+                async for delta in engine.stream(ids, p):
+                    await queue.put((i, delta, None))
+            except (QueueFull, PromptTooLong) as e:
+                await queue.put((i, None, e))
+
+        tasks = [asyncio.create_task(pump(i, p)) for i, p in enumerate(params)]
+        outs, pending = [], len(params)
+        try:
+            for i in range(len(params)):
+                yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""},
+                              "logprobs": None, "finish_reason": None}])
+            while pending:
+                i, delta, err = await queue.get()
+                if err is not None:
+                    yield f"data: {json.dumps({'error': {'message': str(err)}})}\n\n"
+                    pending -= 1
+                    continue
+                if delta.text:
+                    yield chunk([{"index": i, "delta": {"content": delta.text}, "logprobs": None,
+                                  "finish_reason": None}])
+                if delta.output is not None:
+                    outs.append(delta.output)
+                    pending -= 1
+                    yield chunk([{"index": i, "delta": {}, "logprobs": None,
+                                  "finish_reason": _reason(delta.output.finish_reason)}])
+            yield chunk([], usage=usage_of(outs))
+            yield "data: [DONE]\n\n"
+        finally:
+            for t in tasks:  # client gone: cancelling the pumps cancels the requests
+                t.cancel()
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest):
+        if req.stream:
+            raise APIError(400, "stream=true is supported on /v1/chat/completions only", "stream")
+        prompts: list[Any]
+        if isinstance(req.prompt, str):
+            prompts = [req.prompt]
+        elif req.prompt and all(isinstance(x, int) for x in req.prompt):
+            prompts = [list(req.prompt)]
+        else:
+            prompts = list(req.prompt)
+        if not prompts:
+            raise APIError(400, "prompt is empty", "prompt")
+        top_n = req.logprobs or 0
+        if not 0 <= top_n <= 20:
+            raise APIError(400, f"logprobs must be in [0, 20] (got {top_n})", "logprobs")
+        jobs = []
+        for prompt in prompts:
+            ids = engine.encode(prompt)
+            if not ids:
+                raise APIError(400, "prompt is empty", "prompt")
+            for i in range(req.n):
+                jobs.append((prompt, ids, params_of(req, req.max_tokens, len(ids), req.logprobs is not None,
+                                                    top_n, i)))
+        outs = await asyncio.gather(*(run(ids, p) for _, ids, p in jobs))
+        choices = []
+        for k, ((prompt, _, _), o) in enumerate(zip(jobs, outs)):
+            text = (prompt if isinstance(prompt, str) and req.echo else "") + o.text
+            lp = None
+            if req.logprobs is not None:
+                toks = [token_text(t) for t in o.token_ids]
+                offsets = list(itertools.accumulate((len(t) for t in toks), initial=0))[:-1]
+                lp = {"tokens": toks, "token_logprobs": o.logprobs, "text_offset": offsets,
+                      "top_logprobs": [{token_text(i): v for i, v in row[:top_n]} for row in o.top_logprobs]
+                      if top_n else None}
+            choices.append({"index": k, "text": text, "logprobs": lp, "finish_reason": _reason(o.finish_reason)})
+        usage = {"prompt_tokens": sum(o.prompt_tokens for o in outs[:: req.n]),
+                 "completion_tokens": sum(o.completion_tokens for o in outs)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage["prompt_tokens_details"] = {"cached_tokens": sum(o.cached_tokens for o in outs)}
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                "model": model_name, "choices": choices, "usage": usage}
+
+    return app
+
+
+def _reason(reason: str) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="OpenAI-compatible server on the activemem-jax engine")
+    ap.add_argument("--config", help="ml_collections config file with a `serve` section")
+    ap.add_argument("--model", default=None, help="HF directory, .gguf file, or 'embedded'")
+    ap.add_argument("--served-model-name", default=None)
+    ap.add_argument("--host", default=None)
+    ap.add_argument("--port", type=int, default=None)
+    ap.add_argument("--api-key", default=os.environ.get("ACTIVEMEM_API_KEY"))
+    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--max-slots", type=int, default=None)
+    ap.add_argument("--max-len", type=int, default=None)
+    ap.add_argument("--max-queue", type=int, default=None)
+    args = ap.parse_args(argv)
+    cfg = dict(model="embedded", served_model_name=None, host="127.0.0.1", port=8000, dtype="float32",
+               max_slots=8, max_len=2048, max_queue=256)
+    if args.config:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("serve_config", args.config)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cfg.update(dict(module.get_config().serve))
+    cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
+    from activemem_jax.models import load_pretrained
+
+    model = load_pretrained(cfg["model"], dtype=cfg["dtype"])
+    name = cfg["served_model_name"] or ("smollm2-135m-instruct" if cfg["model"] == "embedded"
+                                        else os.path.basename(os.path.normpath(cfg["model"])))
+    engine = Engine(model, max_slots=cfg["max_slots"], max_len=cfg["max_len"], max_queue=cfg["max_queue"])
+    import uvicorn
+
+    print(f"serving {name} on http://{cfg['host']}:{cfg['port']}/v1 "
+          f"({cfg['max_slots']} slots x {cfg['max_len']} tokens)", flush=True)
+    uvicorn.run(make_app(engine, name, args.api_key), host=cfg["host"], port=cfg["port"],
+                log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The engine against transformers and against itself (batching, seeds, logprobs, splice)."""
+
+import numpy as np
+import pytest
+import torch
+
+from activemem_jax.engine import PromptTooLong, SamplingParams
+
+pytestmark = pytest.mark.slow
+
+GREEDY = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+PROMPTS = ["The history of Rome begins", "def fibonacci(n):", "My favourite recipe for soup is"]
+
+
+def test_greedy_matches_transformers_generate(engine, embedded_model, embedded_hf_model):
+    tok = embedded_model.tokenizer
+    outs = engine.generate(PROMPTS, GREEDY)
+    for prompt, out in zip(PROMPTS, outs):
+        ids = tok(prompt)["input_ids"]
+        with torch.no_grad():
+            ref = embedded_hf_model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False,
+                                             eos_token_id=None, pad_token_id=2)[0, len(ids):].tolist()
+        assert out.token_ids == ref, prompt
+        assert out.finish_reason == "length" and out.completion_tokens == 32
+
+
+def test_batching_is_invisible(engine):
+    prompts = [f"Write a sentence about the number {i}." for i in range(8)]
+    params = SamplingParams(temperature=0, max_tokens=12)
+    together = engine.generate([[{"role": "user", "content": p}] for p in prompts], params)
+    for p, joint in zip(prompts, together):
+        alone = engine.generate([[{"role": "user", "content": p}]], params)[0]
+        assert alone.token_ids == joint.token_ids
+
+
+def test_stop_max_tokens_and_eos(engine):
+    chat = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+    full = engine.generate([chat], SamplingParams(temperature=0, max_tokens=40))[0]
+    assert "Paris" in full.text and full.finish_reason == "stop"  # ended on EOS (<|im_end|>)
+    assert 2 not in full.token_ids
+    stopped = engine.generate([chat], SamplingParams(temperature=0, max_tokens=40, stop=["Paris", "zzz"]))[0]
+    assert stopped.finish_reason == "stop" and "Paris" not in stopped.text
+    assert full.text.startswith(stopped.text) and len(stopped.text) < len(full.text)
+    short = engine.generate([chat], SamplingParams(temperature=0, max_tokens=3))[0]
+    assert short.finish_reason == "length" and short.token_ids == full.token_ids[:3]
+
+
+def test_seeds_reproduce_and_do_not_depend_on_the_batch(engine):
+    p = SamplingParams(temperature=1.0, top_p=0.95, max_tokens=16, seed=1234, ignore_eos=True)
+    a = engine.generate(["Once upon a time"], p)[0]
+    crowd = engine.generate(["Once upon a time", "A dog", "The sea", "Numbers:"], p)
+    assert crowd[0].token_ids == a.token_ids
+    other = engine.generate(["Once upon a time"], SamplingParams(temperature=1.0, max_tokens=16, seed=99,
+                                                                ignore_eos=True))[0]
+    assert other.token_ids != a.token_ids
+    top1 = engine.generate(["Once upon a time"], SamplingParams(temperature=1.0, top_k=1, max_tokens=8,
+                                                               seed=5, ignore_eos=True))[0]
+    greedy = engine.generate(["Once upon a time"], SamplingParams(temperature=0, max_tokens=8,
+                                                                 ignore_eos=True))[0]
+    assert top1.token_ids == greedy.token_ids
+
+
+def test_logprobs_equal_log_softmax_of_model_logits(engine, embedded_model):
+    prompt = embedded_model.tokenizer("The quick brown fox")["input_ids"]
+    out = engine.generate([prompt], SamplingParams(temperature=1.0, max_tokens=10, seed=7,
+                                                   top_logprobs=5, ignore_eos=True))[0]
+    seq = np.asarray(prompt + out.token_ids)[None]
+    logits = embedded_model.logits(seq)[0]
+    ref = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    want = [ref[len(prompt) - 1 + i, t] for i, t in enumerate(out.token_ids)]
+    np.testing.assert_allclose(out.logprobs, want, atol=2e-3)
+    assert len(out.top_logprobs) == 10 and len(out.top_logprobs[0]) == 5
+    best_id, best_lp = out.top_logprobs[0][0]
+    assert best_id == int(ref[len(prompt) - 1].argmax())
+    np.testing.assert_allclose(best_lp, ref[len(prompt) - 1].max(), atol=2e-3)
+
+
+def test_latent_splice_with_own_embeddings_reproduces_plain_output(engine, embedded_model):
+    ids = embedded_model.tokenizer("Memory slots: <|im_start|><|im_start|> The answer is")["input_ids"]
+    positions = [i for i, t in enumerate(ids) if t == 1][:2]
+    assert len(positions) == 2
+    own = np.asarray(embedded_model.module.embed_tokens(np.asarray([ids])))[0, positions]
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    plain = engine.generate([ids], params)[0]
+    spliced = engine.submit(ids, params, latents=own, latent_positions=positions).result()
+    assert spliced.token_ids == plain.token_ids
+    other = engine.submit(ids, params, latents=np.random.default_rng(0).standard_normal(own.shape) * 3,
+                          latent_positions=positions).result()
+    assert other.token_ids != plain.token_ids  # the spliced vectors really are used
+
+
+def test_prefix_reuse_reports_cached_tokens_and_keeps_outputs(engine):
+    system = "You are a careful assistant. " * 30
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    first = engine.generate([[{"role": "system", "content": system}, {"role": "user", "content": "Hi!"}]], params)[0]
+    second = engine.generate([[{"role": "system", "content": system}, {"role": "user", "content": "Hello?"}]],
+                             params)[0]
+    assert second.cached_tokens >= 150 and second.usage["prompt_tokens_details"]["cached_tokens"] >= 150
+    again = engine.generate([[{"role": "system", "content": system}, {"role": "user", "content": "Hi!"}]], params)[0]
+    assert again.token_ids == first.token_ids and again.cached_tokens >= 150
+
+
+def test_bad_requests(engine):
+    with pytest.raises(PromptTooLong, match="context is 1024"):
+        engine.submit(list(range(3, 1100)))
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=0)
+    with pytest.raises(ValueError, match="latents"):
+        engine.submit([5, 6, 7], latents=np.zeros((2, 3)), latent_positions=[0, 1])
+    with pytest.raises(ValueError, match="empty"):
+        engine.submit([])
