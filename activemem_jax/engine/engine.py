@@ -21,8 +21,9 @@ import threading
 import time
 from typing import Callable, Optional, Sequence, Union
 
-import jax.numpy as jnp
+import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax.engine import core
 from activemem_jax.engine.sampling import SamplingParams
@@ -125,7 +126,10 @@ class Engine:
         self.max_slots, self.max_len = max_slots, max_len
         self.rows = max_len + PREFILL_CHUNK  # slack so a padded chunk never runs off the cache
         self._fns = core.compiled(model.graphdef)
-        self._state = core.init_state(model.config, max_slots, self.rows)
+        # Every input lives on the model's mesh (replicated), so each jitted step sees the
+        # same input shardings call after call and compiles once per shape bucket.
+        self._replicated = NamedSharding(model.mesh, PartitionSpec())
+        self._state = self._put(core.init_state(model.config, max_slots, self.rows))
         self._slots: list[Optional[Request]] = [None] * max_slots
         self._lengths = [0] * max_slots  # host copy of cache rows in use per slot
         self._history: list[list[int]] = [[] for _ in range(max_slots)]  # tokens whose KV a row holds
@@ -216,6 +220,9 @@ class Engine:
         self.close()
 
     # ------------------------------------------------------------------ engine thread
+    def _put(self, tree):
+        return jax.device_put(tree, self._replicated)
+
     def _latents(self, latents, positions, n_prompt):
         d = self.model.config.hidden_size
         lat = np.zeros((core.MAX_LATENTS, d), np.float32)
@@ -288,24 +295,25 @@ class Engine:
             source = slot
         reuse = match[source]
         fns = self._fns
-        row = fns["extract"](self._state, source)
-        sampling = (jnp.asarray([req.params.temperature], jnp.float32),
-                    jnp.asarray([req.params.top_k], jnp.int32),
-                    jnp.asarray([req.params.top_p], jnp.float32), jnp.asarray([req.seed], jnp.int32))
-        lat, pos = jnp.asarray(req.latents), jnp.asarray(req.latent_pos)
+        row = fns["extract"](self._state, self._put(np.int32(source)))
+        sampling = self._put((np.asarray([req.params.temperature], np.float32),
+                              np.asarray([req.params.top_k], np.int32),
+                              np.asarray([req.params.top_p], np.float32), np.asarray([req.seed], np.int32)))
+        lat, pos = self._put((req.latents, req.latent_pos))
         start = reuse
         while start < len(ids):
             chunk = ids[start:start + PREFILL_CHUNK]
             r = core.prefill_bucket(len(chunk))
             tokens = np.zeros((1, r), np.int32)
             tokens[0, :len(chunk)] = chunk
-            out = fns["prefill"](self.model.state, row, jnp.asarray(tokens), jnp.int32(start),
-                                 jnp.int32(len(chunk)), lat, pos, sampling,
+            tokens, at, n = self._put((tokens, np.int32(start), np.int32(len(chunk))))
+            out = fns["prefill"](self.model.state, row, tokens, at, n, lat, pos, sampling,
                                  kv_len=core.kv_bucket(start + r, self.rows))
             row = out[0]
             start += len(chunk)
         _, token, logprob, top_lp, top_ids, _ = out
-        self._state = fns["insert"](self._state, row, slot, jnp.int32(len(ids)), token, sampling)
+        self._state = fns["insert"](self._state, row, self._put(np.int32(slot)),
+                                    self._put(np.int32(len(ids))), token, sampling)
         self._slots[slot] = req
         self._lengths[slot] = len(ids)
         self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
@@ -367,7 +375,7 @@ class Engine:
         if slot is None and req in self._slots:
             slot = self._slots.index(req)
         if slot is not None and self._slots[slot] is req:
-            self._state = self._fns["release"](self._state, slot)
+            self._state = self._fns["release"](self._state, self._put(np.int32(slot)))
             self._slots[slot] = None
         req.output = Output(text=req.text, token_ids=list(req.token_ids), logprobs=list(req.logprobs),
                             top_logprobs=list(req.top_logprobs), finish_reason=reason,
