@@ -19,7 +19,7 @@ from flax import nnx
 from activemem_jax.engine.sampling import sample
 from activemem_jax.models.decoder import KVCache
 
-PREFILL_BUCKETS = (32, 128, 512)  # chunk lengths; longer prompts are prefilled in chunks
+PREFILL_BUCKETS = (32, 64, 128, 256, 512)  # chunk lengths; longer prompts go in chunks
 MAX_LATENTS = 8  # latent vectors one request may splice in (K in {0, 2, 4, 8})
 
 

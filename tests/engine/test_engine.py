@@ -112,3 +112,13 @@ def test_bad_requests(engine):
         engine.submit([5, 6, 7], latents=np.zeros((2, 3)), latent_positions=[0, 1])
     with pytest.raises(ValueError, match="empty"):
         engine.submit([])
+
+
+def test_a_long_request_does_not_block_short_ones(engine):
+    long = engine.submit("Tell me everything about the sea.", SamplingParams(temperature=0, max_tokens=100,
+                                                                           ignore_eos=True))
+    shorts = [engine.submit(f"Say {w}.", SamplingParams(temperature=0, max_tokens=4)) for w in ("yes", "no")]
+    for h in shorts:
+        assert h.result(120).completion_tokens >= 1
+    assert not long.request.done.is_set()  # still decoding while the short ones finished
+    assert long.result(300).completion_tokens == 100
