@@ -28,6 +28,10 @@ INSTALL_REQUIRES = [
     "fastapi>=0.110",  # model and retrieval servers
     "uvicorn>=0.30",
     "pyarrow>=14",  # GAIA parquet metadata
+    "pypdf>=4",  # hymem parse_file (PDF, DOCX, XLSX, HTML); no AGPL dependencies
+    "python-docx>=1.1",
+    "openpyxl>=3.1",
+    "beautifulsoup4>=4.12",
 ]
 
 DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]

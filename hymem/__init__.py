@@ -1,5 +1,16 @@
 """HyMem: a training-free orchestrator that keeps the planner's context clean.
 
-Imports no JAX. The orchestrator itself arrives with its own issue; this package
-holds its place in the layout fixed by the design card.
+    from hymem import HyMemAgent, HyMemConfig
+    agent = HyMemAgent(client, toolbox, HyMemConfig())
+    result = agent.run("question")  # Result(answer, confidence, trace, usage)
+
+Imports no JAX: it talks to models through `hymem.llm` clients (an OpenAI-compatible
+endpoint, or the in-process engine imported lazily).
 """
+
+from hymem.agent import HyMemAgent, HyMemConfig, Result
+from hymem.llm import Completion, EngineClient, ModelClient, OpenAIClient, ScriptedClient
+from hymem.tools import Tool, Toolbox, file_tool, search_tools
+
+__all__ = ["Completion", "EngineClient", "HyMemAgent", "HyMemConfig", "ModelClient", "OpenAIClient",
+           "Result", "ScriptedClient", "Tool", "Toolbox", "file_tool", "search_tools"]

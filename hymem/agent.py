@@ -1,0 +1,216 @@
+"""The HyMem orchestrator: planner, executor, isolated reasoning and memory manager in
+separate context spaces; only typed returns cross their boundaries (paper section 3).
+
+    agent = HyMemAgent(client, toolbox, HyMemConfig())
+    result = agent.run(question)   # Result(answer, confidence, trace, usage)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any, Optional
+
+from hymem import prompts
+from hymem.distill import distill
+from hymem.memory import Memories, fold
+from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
+from hymem.tools import Toolbox
+
+
+@dataclasses.dataclass
+class HyMemConfig:
+    planner_turns: int = 12
+    execute_turns: int = 10
+    max_iso_reasoning: int = 5
+    max_iso_reasoning_turn: int = 3
+    context_window: int = 32768  # planner tokens; utilization > fold_utilization folds
+    fold_utilization: float = 0.99
+    fold_executor_calls: int = 5
+    fold_executor_failures: int = 3
+    fold_planner_turns: int = 8
+    fold_tool_calls: int = 10
+    recent_turns: int = 4  # tau(H): planner messages an isoReason inherits
+    isolated_reasoning: bool = True  # ablation "w/o isolated reasoning"
+    memory_management: bool = True  # ablation "w/o memory management"
+    sampling: dict = dataclasses.field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 1024})
+
+
+@dataclasses.dataclass
+class Result:
+    answer: str
+    confidence: Optional[float]
+    trace: list[dict]
+    usage: dict
+
+
+class HyMemAgent:
+    def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None):
+        self.client, self.tools, self.config = client, tools, config or HyMemConfig()
+
+    # ------------------------------------------------------------------ model calls
+    def _call(self, run: dict, messages: list, space: str) -> str:
+        t0 = time.perf_counter()
+        out = self.client.complete(messages, tag=space, **self.config.sampling)
+        usage = run["usage"].setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0,
+                                                              "completion_tokens": 0, "cached_tokens": 0})
+        usage["calls"] += 1
+        usage["prompt_tokens"] += out.prompt_tokens
+        usage["completion_tokens"] += out.completion_tokens
+        usage["cached_tokens"] += out.cached_tokens
+        run["trace"].append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
+                             "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
+                             "latency_s": round(time.perf_counter() - t0, 4)})
+        run["last_tokens"][space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
+        return out.text
+
+    # ------------------------------------------------------------------ executor
+    def _execute(self, run: dict, directive: str) -> dict:
+        """A fresh executor context: the directive and tool memory only. Returns the typed
+        result; raw observations stay inside."""
+        cfg = self.config
+        run["executor_calls"] += 1
+        tool_memory = run["memories"].render(("tool",)) if cfg.memory_management else ""
+        messages = [{"role": "system", "content": prompts.EXECUTOR.format(tools=self.tools.describe())},
+                    {"role": "user", "content": f"Search target: {directive}"
+                                                + (f"\n\n{tool_memory}" if tool_memory else "")}]
+        for _ in range(cfg.execute_turns):
+            text = self._call(run, messages, "executor")
+            messages.append({"role": "assistant", "content": text})
+            action = parse_executor(text)
+            if action.kind == "results":
+                result = parse_results(action.results)
+                break
+            if action.kind == "invalid":
+                messages.append({"role": "user", "content": prompts.EXECUTOR_CORRECTION.format(why=action.reason)})
+                continue
+            ok, raw = self.tools.call(action.name, action.arguments)
+            run["tool_calls"] += 1
+            run["tool_log"].append({"tool": action.name, "arguments": action.arguments, "ok": ok})
+            run["trace"].append({"type": "tool_call", "tool": action.name, "arguments": action.arguments,
+                                 "ok": ok, "chars": len(raw)})
+            seen = distill(raw) if ok else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}"
+            messages.append({"role": "user", "content": f"<observation>{seen or 'No usable content.'}</observation>"})
+        else:
+            result = {"findings": "", "evidence": "", "sources": "", "status": "failed",
+                      "gaps": f"no results within {cfg.execute_turns} executor turns"}
+        run["executor_failures"] = run["executor_failures"] + 1 if result["status"] == "failed" else 0
+        run["executor_summaries"].append(f"{directive} -> {result['status']}: {result['findings'][:300]}")
+        return result
+
+    @staticmethod
+    def _render_results(result: dict) -> str:
+        return ("<results>\n" + "\n".join(f"{k.upper()}: {v}" for k, v in result.items()) + "\n</results>")
+
+    # ------------------------------------------------------------------ isolated reasoning
+    def _iso(self, run: dict, objective: str, planner_history: list) -> dict:
+        cfg = self.config
+        recent = planner_history[-cfg.recent_turns:]
+        state = "\n".join(f"[{m['role']}] {m['content']}" for m in recent)
+        messages = [{"role": "system", "content": prompts.ISO_REASON},
+                    {"role": "user", "content": f"Question (MAIN): {run['question']}\n\n"
+                                                f"{run['memories'].render()}\n\nRecent MAIN state:\n{state}\n\n"
+                                                f"Assigned reasoning objective: {objective}"}]
+        for _ in range(cfg.max_iso_reasoning_turn):
+            text = self._call(run, messages, "iso")
+            messages.append({"role": "assistant", "content": text})
+            kind, value = parse_iso(text)
+            if kind == "return":
+                return value
+            if kind == "task":
+                messages.append({"role": "user", "content": self._render_results(self._execute(run, value))})
+            else:
+                messages.append({"role": "user", "content": prompts.ISO_CORRECTION})
+        return {"conclusion": "no conclusion within the turn budget", "key_evidence": "",
+                "confidence": 0.0, "notes": f"{cfg.max_iso_reasoning_turn} isolated turns used"}
+
+    # ------------------------------------------------------------------ memory
+    def _fold(self, run: dict, history: list, trigger: str) -> None:
+        run["trace"].append({"type": "fold", "trigger": trigger, "planner_turn": run["planner_turn"]})
+        if self.config.memory_management:
+            text = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
+            recent = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-self.config.recent_turns:])
+            tools = json.dumps(run["tool_log"][-50:], ensure_ascii=False)
+            fold(run["memories"], lambda msgs, space: self._call(run, msgs, space), run["question"], text,
+                 "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append)
+        history.clear()
+        run["since_fold"] = {"executor_calls": run["executor_calls"], "tool_calls": run["tool_calls"],
+                             "planner_turn": run["planner_turn"]}
+
+    def _trigger(self, run: dict) -> Optional[str]:
+        """Eq. 17: the first fold condition that holds, or None."""
+        cfg, since = self.config, run["since_fold"]
+        if run["last_tokens"].get("planner", 0) > cfg.fold_utilization * cfg.context_window:
+            return "context_utilization"
+        if run["executor_calls"] - since["executor_calls"] >= cfg.fold_executor_calls:
+            return "executor_calls"
+        if run["executor_failures"] >= cfg.fold_executor_failures:
+            return "executor_failures"
+        if run["planner_turn"] - since["planner_turn"] >= cfg.fold_planner_turns:
+            return "planner_turns"
+        if run["tool_calls"] - since["tool_calls"] >= cfg.fold_tool_calls:
+            return "tool_calls"
+        return None
+
+    # ------------------------------------------------------------------ planner
+    def _planner_messages(self, run: dict, history: list) -> list:
+        mem = run["memories"].render() if self.config.memory_management else ""
+        return ([{"role": "system", "content": prompts.PLANNER},
+                 {"role": "user", "content": f"Question: {run['question']}" + (f"\n\n{mem}" if mem else "")}]
+                + history)
+
+    def run(self, question: str) -> Result:
+        cfg = self.config
+        run: dict[str, Any] = {
+            "question": question, "memories": Memories(), "trace": [], "usage": {}, "last_tokens": {},
+            "executor_calls": 0, "executor_failures": 0, "tool_calls": 0, "planner_turn": 0,
+            "iso_used": 0, "tool_log": [], "executor_summaries": [],
+            "since_fold": {"executor_calls": 0, "tool_calls": 0, "planner_turn": 0},
+        }
+        history: list[dict] = []
+        answer, confidence = None, None
+        while run["planner_turn"] < cfg.planner_turns and answer is None:
+            text = self._call(run, self._planner_messages(run, history), "planner")
+            run["planner_turn"] += 1
+            history.append({"role": "assistant", "content": text})
+            action = parse_planner(text)
+            if action.kind == "answer":
+                answer, confidence = action.content, action.confidence
+            elif action.kind == "task":
+                history.append({"role": "user", "content": self._render_results(self._execute(run, action.content))})
+            elif action.kind == "iso":
+                if not cfg.isolated_reasoning or run["iso_used"] >= cfg.max_iso_reasoning:
+                    history.append({"role": "user", "content": "isoReason is not available (budget used); "
+                                                               "use <task> or answer."})
+                else:
+                    run["iso_used"] += 1
+                    ret = self._iso(run, action.content, history)
+                    history.append({"role": "user", "content": "<return>\n" + "\n".join(
+                        f"{k.upper().replace('_', ' ')}: {v}" for k, v in ret.items()) + "\n</return>"})
+            elif action.kind == "fold":
+                self._fold(run, history, "to_memory")
+            else:
+                history.append({"role": "user", "content": prompts.PLANNER_CORRECTION})
+            self._record_context(run, history)
+            if answer is None and action.kind != "fold":
+                trigger = self._trigger(run)
+                if trigger:
+                    self._fold(run, history, trigger)
+        if answer is None:  # one forced-answer turn
+            messages = self._planner_messages(run, history) + [{"role": "user", "content": prompts.FORCE_ANSWER}]
+            text = self._call(run, messages, "planner")
+            action = parse_planner(text)
+            answer = action.content if action.kind == "answer" else ""
+            confidence = action.confidence if action.kind == "answer" else None
+            run["trace"].append({"type": "forced_answer"})
+        run["trace"].append({"type": "answer", "answer": answer, "confidence": confidence,
+                             "planner_turns": run["planner_turn"], "folds": run["memories"].folds})
+        return Result(answer=answer, confidence=confidence, trace=run["trace"], usage=run["usage"])
+
+    def _record_context(self, run: dict, history: list) -> None:
+        planner = sum(len(m["content"].split()) for m in self._planner_messages(run, history))
+        run["trace"].append({"type": "turn", "planner_turn": run["planner_turn"],
+                             "planner_context_words": planner,
+                             "total_tokens": sum(u["prompt_tokens"] + u["completion_tokens"]
+                                                 for u in run["usage"].values())})
