@@ -183,3 +183,27 @@ def test_fuzz_random_outputs_never_escape_and_respect_budgets(replies, seed):
 
 
 TOOLBOX = toolbox()
+
+
+def test_baselines_keep_raw_observations_and_fold_as_specified():
+    from hymem.baselines import BaselineConfig, FlatAgent
+
+    react_script = {"react": [SEARCH] * 3 + [ANSWER]}
+    client = ScriptedClient(react_script)
+    result = FlatAgent(client, toolbox(), BaselineConfig(mode="react")).run("q")
+    assert result.answer == "1821" and result.usage["react"]["calls"] == 4
+    assert MARKER in " ".join(m["content"] for m in client.calls[-1][1])  # ReAct's flat context is raw
+    client = ScriptedClient({"summary": [SEARCH] * 5 + [ANSWER], "summarize": ["NOTE-SENTINEL"]})
+    result = FlatAgent(client, toolbox(), BaselineConfig(mode="summary", summary_threshold=120)).run("q")
+    assert any(e["type"] == "fold" for e in result.trace)
+    last = client.messages_for("summary")[-1]
+    assert any("NOTE-SENTINEL" in m["content"] for m in last) and last[1]["content"] == "Question: q"
+    client = ScriptedClient({"resum": [SEARCH] * 5 + [ANSWER], "summarize": ["NOTE-SENTINEL"]})
+    result = FlatAgent(client, toolbox(), BaselineConfig(mode="resum", context_window=130)).run("q")
+    contexts = client.messages_for("resum")
+    assert any(e["type"] == "fold" and e["trigger"] == "resum" for e in result.trace)
+    assert "Summary so far: NOTE-SENTINEL" in contexts[-1][1]["content"]
+    assert len(contexts[-1]) < max(len(c) for c in contexts)  # restarted from [system, question + summary]
+    client = ScriptedClient({"react": ["<think>hm</think>"]})
+    result = FlatAgent(client, toolbox(), BaselineConfig(mode="react", max_turns=7)).run("q")
+    assert result.usage["react"]["calls"] == 7 and result.answer == ""

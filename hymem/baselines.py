@@ -1,0 +1,101 @@
+"""Flat-context baselines in the same harness, client and tools as HyMem.
+
+- ReAct: one growing context; raw observations appended; `max_turns` cap (100).
+- Summary agent: when the context passes `summary_threshold` tokens, the last 3 turns
+  are summarized by the model and replaced by the summary; the older history stays.
+- ReSum: at `resum_fraction` (90%) of the context window, everything after the question
+  is summarized into one summary and the context restarts from [system, question + summary].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Optional
+
+from hymem.agent import Result
+from hymem.parsing import parse_confidence, parse_executor
+from hymem.tools import Toolbox
+
+REACT_SYSTEM = """You are a research agent that answers questions with tools.
+Available tools:
+{tools}
+At each step think inside <think>...</think>, then either call one tool as
+<tool_call>{{"name": "web_search", "arguments": {{"keywords": "..."}}}}</tool_call>
+or give the final answer as <answer>...</answer><confidence>0-1</confidence>."""
+
+SUMMARIZE = ("Summarize the following agent steps into a short, factual note that keeps every entity, "
+             "number, source and partial answer found so far:\n\n{steps}")
+
+
+@dataclasses.dataclass
+class BaselineConfig:
+    mode: str = "react"  # react | summary | resum
+    max_turns: int = 100
+    context_window: int = 32768
+    summary_threshold: int = 16384  # summary agent: tokens that trigger a summary
+    resum_fraction: float = 0.9
+    sampling: dict = dataclasses.field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 1024})
+
+
+class FlatAgent:
+    def __init__(self, client, tools: Toolbox, config: Optional[BaselineConfig] = None):
+        self.client, self.tools, self.config = client, tools, config or BaselineConfig()
+        if self.config.mode not in ("react", "summary", "resum"):
+            raise ValueError(f"mode={self.config.mode!r}: use react, summary or resum")
+
+    def _call(self, run, messages, space):
+        t0 = time.perf_counter()
+        out = self.client.complete(messages, tag=space, **self.config.sampling)
+        u = run["usage"].setdefault(space, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                            "cached_tokens": 0})
+        u["calls"] += 1
+        u["prompt_tokens"] += out.prompt_tokens
+        u["completion_tokens"] += out.completion_tokens
+        u["cached_tokens"] += out.cached_tokens
+        run["trace"].append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
+                             "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
+                             "latency_s": round(time.perf_counter() - t0, 4)})
+        return out
+
+    def run(self, question: str) -> Result:
+        cfg = self.config
+        run = {"trace": [], "usage": {}}
+        system = {"role": "system", "content": REACT_SYSTEM.format(tools=self.tools.describe())}
+        head = {"role": "user", "content": f"Question: {question}"}
+        history: list[dict] = []
+        answer, confidence = "", None
+        for turn in range(1, cfg.max_turns + 1):
+            out = self._call(run, [system, head] + history, cfg.mode)
+            text = out.text
+            history.append({"role": "assistant", "content": text})
+            context = out.prompt_tokens + out.completion_tokens
+            if "<answer>" in text and "</answer>" in text:
+                answer = text.split("<answer>", 1)[1].split("</answer>", 1)[0].strip()
+                conf = text.split("<confidence>", 1)[1] if "<confidence>" in text else ""
+                confidence = parse_confidence(conf.split("</confidence>")[0]) if conf else None
+                run["trace"].append({"type": "turn", "turn": turn, "context_tokens": context})
+                break
+            action = parse_executor(text)
+            if action.kind == "tool":
+                ok, raw = self.tools.call(action.name, action.arguments)
+                run["trace"].append({"type": "tool_call", "tool": action.name, "arguments": action.arguments,
+                                     "ok": ok, "chars": len(raw)})
+                history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
+            else:
+                history.append({"role": "user", "content": "No valid action. Call one tool with "
+                                                           "<tool_call>{...}</tool_call> or answer with <answer>."})
+            run["trace"].append({"type": "turn", "turn": turn, "context_tokens": context})
+            if cfg.mode == "summary" and context > cfg.summary_threshold and len(history) >= 6:
+                steps = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-6:])
+                note = self._call(run, [{"role": "user", "content": SUMMARIZE.format(steps=steps)}], "summarize").text
+                history[-6:] = [{"role": "user", "content": f"<summary>{note}</summary>"}]
+                run["trace"].append({"type": "fold", "trigger": "summary_threshold", "turn": turn})
+            elif cfg.mode == "resum" and context > cfg.resum_fraction * cfg.context_window:
+                steps = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
+                note = self._call(run, [{"role": "user", "content": SUMMARIZE.format(steps=steps)}], "summarize").text
+                head = {"role": "user", "content": f"Question: {question}\n\nSummary so far: {note}"}
+                history = []
+                run["trace"].append({"type": "fold", "trigger": "resum", "turn": turn})
+        run["trace"].append({"type": "answer", "answer": answer, "confidence": confidence})
+        return Result(answer=answer, confidence=confidence, trace=run["trace"], usage=run["usage"])
