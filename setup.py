@@ -32,6 +32,7 @@ INSTALL_REQUIRES = [
     "python-docx>=1.1",
     "openpyxl>=3.1",
     "beautifulsoup4>=4.12",
+    "matplotlib>=3.8",  # evaluation plots (PNG)
 ]
 
 DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]

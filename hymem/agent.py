@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from hymem import prompts
 from hymem.distill import distill
+from hymem.llm import Completion, ModelError
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
 from hymem.tools import Toolbox
@@ -52,7 +53,11 @@ class HyMemAgent:
     # ------------------------------------------------------------------ model calls
     def _call(self, run: dict, messages: list, space: str) -> str:
         t0 = time.perf_counter()
-        out = self.client.complete(messages, tag=space, **self.config.sampling)
+        try:
+            out = self.client.complete(messages, tag=space, **self.config.sampling)
+        except ModelError as e:  # an endpoint failure costs a turn, it does not end the run
+            run["trace"].append({"type": "model_error", "space": space, "error": str(e)[:300]})
+            out = Completion(text="")
         usage = run["usage"].setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0,
                                                               "completion_tokens": 0, "cached_tokens": 0})
         usage["calls"] += 1

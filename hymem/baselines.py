@@ -14,6 +14,7 @@ import time
 from typing import Optional
 
 from hymem.agent import Result
+from hymem.llm import Completion, ModelError
 from hymem.parsing import parse_confidence, parse_executor
 from hymem.tools import Toolbox
 
@@ -46,7 +47,11 @@ class FlatAgent:
 
     def _call(self, run, messages, space):
         t0 = time.perf_counter()
-        out = self.client.complete(messages, tag=space, **self.config.sampling)
+        try:
+            out = self.client.complete(messages, tag=space, **self.config.sampling)
+        except ModelError as e:  # an endpoint failure costs a turn, it does not end the run
+            run["trace"].append({"type": "model_error", "space": space, "error": str(e)[:300]})
+            out = Completion(text="")
         u = run["usage"].setdefault(space, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                             "cached_tokens": 0})
         u["calls"] += 1

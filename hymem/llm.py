@@ -91,7 +91,10 @@ class EngineClient:
         params = SamplingParams(temperature=kw.get("temperature", 0.0), top_p=kw.get("top_p", 1.0),
                                 max_tokens=kw.get("max_tokens", 512), stop=tuple(kw.get("stop") or ()),
                                 seed=kw.get("seed"))
-        out = self.engine.submit(list(messages), params).result()
+        try:
+            out = self.engine.submit(list(messages), params).result()
+        except ValueError as e:  # prompt too long, bad parameters
+            raise ModelError(str(e)) from e
         return Completion(out.text, out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
 
