@@ -1,0 +1,164 @@
+"""Context growth of HyMem's planner vs ReAct and ReSum (the HyMem paper's Figure 4 claim),
+on synthetic N-objective tasks (N = 1, 4, 8), same run.
+
+Two clients: a scripted oracle (it follows each task's gold hop chain, so every agent does
+the same searches and the contexts differ only by how each agent manages them; tokens are
+counted with the embedded model's tokenizer) and, with --embedded, the embedded model
+itself through the in-process engine (wall time and tokens at equal budgets).
+
+    python launch/bench_agents.py [--objectives 1,4,8] [--tasks 3] [--embedded]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+
+
+class OracleClient:
+    """Plays every context space from the gold hop chains of one task."""
+
+    def __init__(self, task, world, tokenizer):
+        self.task, self.world, self.tok = task, world, tokenizer
+        self.hops = [h for q in task["hops"] for h in q]
+        self.done_hops = 0
+
+    def _count(self, messages) -> int:
+        return sum(len(self.tok(m["content"])["input_ids"]) for m in messages)
+
+    def _fact(self, hop) -> str:
+        from activemem_jax.data.oracle import read_fact
+
+        doc = next(d for d in self.world.documents if d["docid"] == hop["docid"])
+        value = read_fact(doc, hop["entity"], hop["relation"]) if hop["relation"] else hop["entity"]
+        return f"{hop['entity']}: {hop['relation'] or 'matches'} = {value}"
+
+    def complete(self, messages, tag=None, **sampling):
+        from hymem.llm import Completion
+
+        last = messages[-1]["content"]
+        answer = "<answer>" + "; ".join(a[0] for a in self.task["answers"]) + "</answer><confidence>0.9</confidence>"
+        if tag in ("planner", "react", "summary", "resum"):
+            if self.done_hops >= len(self.hops):
+                text = "<think>all hops done</think>" + answer
+            else:
+                hop = self.hops[self.done_hops]
+                self.done_hops += 1
+                text = (f"<think>next I need {hop['relation']} of {hop['entity']}</think>"
+                        + (f"<task>Find the {hop['relation']} of {hop['entity']}</task>" if tag == "planner" else
+                           f'<tool_call>{{"name": "web_search", "arguments": {{"keywords": "{hop["entity"]}"}}}}</tool_call>'))
+        elif tag == "executor":
+            if "<observation>" not in last:
+                entity = re.sub(r"^Search target: Find the \S+ of ", "", messages[1]["content"]).split("\n")[0]
+                text = f'<think>search</think><tool_call>{{"name": "web_search", "arguments": {{"keywords": "{entity}"}}}}</tool_call>'
+            else:
+                hop = self.hops[self.done_hops - 1]
+                text = (f"<think>found</think><results>FINDINGS: {self._fact(hop)}\nSOURCES: {hop['docid']}\n"
+                        f"STATUS: success\nGAPS: none</results>")
+        elif tag and tag.startswith("memory:"):
+            kind = tag.split(":")[1]
+            progress = f"{self.done_hops} of {len(self.hops)} hops resolved"
+            text = json.dumps({"episode": {"task_description": "answer the questions", "key_events": [],
+                                           "current_progress": progress},
+                               "working": {"immediate_goal": progress, "current_challenges": "",
+                                           "active_hypotheses": [], "next_actions": []},
+                               "tool": {"tools_used": [{"tool_name": "web_search", "call_count": self.done_hops}],
+                                        "derived_rules": ["search entity names"], "useful_sources": []}}[kind])
+        else:  # summarize
+            text = f"Summary: {self.done_hops} hops resolved so far."
+        return Completion(text=text, prompt_tokens=self._count(messages),
+                          completion_tokens=len(self.tok(text)["input_ids"]))
+
+
+def context_by_turn(trace, space):
+    return [e["prompt_tokens"] for e in trace if e["type"] == "model_call" and e["space"] == space]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--objectives", default="1,4,8")
+    ap.add_argument("--tasks", type=int, default=3)
+    ap.add_argument("--embedded", action="store_true", help="also time the embedded model (slow)")
+    ap.add_argument("--out", default="bench_results/agents.json")
+    args = ap.parse_args()
+
+    from activemem_jax.data import synthetic_world
+    from activemem_jax.data.retrieval import BM25Retriever
+    from activemem_jax.models import load_pretrained
+    from hymem import HyMemAgent, HyMemConfig, Toolbox, search_tools
+    from hymem.baselines import BaselineConfig, FlatAgent
+
+    world = synthetic_world.generate(seed=0)
+    tools = Toolbox(search_tools(BM25Retriever(world.documents), world.documents))
+    model = load_pretrained("embedded")
+    tok = model.tokenizer
+    rows = []
+    big = {"planner_turns": 40, "fold_executor_calls": 5}
+    print(f"{'N':>3} {'agent':8} {'turns':>5} {'ctx@1':>6} {'ctx@12':>7} {'peak ctx':>8} {'tokens':>8} "
+          f"{'tools':>5} {'wall s':>7}")
+    for n in (int(x) for x in args.objectives.split(",")):
+        tasks = synthetic_world.make_tasks(world, "dev", n, args.tasks, seed=1, kinds=("chain",))
+        for name in ("hymem", "react", "resum"):
+            per = []
+            for task in tasks:
+                client = OracleClient(task, world, tok)
+                agent = (HyMemAgent(client, tools, HyMemConfig(**big, context_window=8192))
+                         if name == "hymem" else
+                         FlatAgent(client, tools, BaselineConfig(mode=name, context_window=8192)))
+                t0 = time.perf_counter()
+                result = agent.run(task["question"])
+                wall = time.perf_counter() - t0
+                ctx = context_by_turn(result.trace, "planner" if name == "hymem" else name)
+                calls = [e for e in result.trace if e["type"] == "model_call"]
+                per.append({"turns": len(ctx), "ctx": ctx, "tokens": sum(e["prompt_tokens"] + e["completion_tokens"]
+                                                                          for e in calls),
+                            "tools": sum(e["type"] == "tool_call" for e in result.trace), "wall": wall,
+                            "correct": result.answer == "; ".join(a[0] for a in task["answers"])})
+            at = lambda k: statistics.mean(p["ctx"][min(k, len(p["ctx"])) - 1] for p in per)  # noqa: E731
+            row = {"n_objectives": n, "agent": name, "turns": statistics.mean(p["turns"] for p in per),
+                   "ctx_turn1": at(1), "ctx_turn12": at(12), "peak_ctx": max(max(p["ctx"]) for p in per),
+                   "tokens": statistics.mean(p["tokens"] for p in per),
+                   "tool_calls": statistics.mean(p["tools"] for p in per),
+                   "wall_s": statistics.mean(p["wall"] for p in per),
+                   "oracle_solved": sum(p["correct"] for p in per) / len(per)}
+            rows.append(row)
+            print(f"{n:>3} {name:8} {row['turns']:>5.1f} {row['ctx_turn1']:>6.0f} {row['ctx_turn12']:>7.0f} "
+                  f"{row['peak_ctx']:>8} {row['tokens']:>8.0f} {row['tool_calls']:>5.1f} {row['wall_s']:>7.3f}")
+    ratios = {}
+    for n in (int(x) for x in args.objectives.split(",")):
+        h = next(r for r in rows if r["agent"] == "hymem" and r["n_objectives"] == n)
+        r = next(r for r in rows if r["agent"] == "react" and r["n_objectives"] == n)
+        ratios[n] = h["ctx_turn12"] / r["ctx_turn12"]
+    print("HyMem planner / ReAct context at turn 12 (or the last turn): "
+          + ", ".join(f"N={n}: {v:.2f}" for n, v in ratios.items()))
+    result = {"oracle": rows, "planner_over_react_turn12": ratios}
+    if args.embedded:
+        from activemem_jax.engine import Engine
+        from hymem.llm import EngineClient
+
+        client = EngineClient(Engine(model, max_slots=8, max_len=4096), max_tokens=64)
+        task = synthetic_world.make_tasks(world, "dev", 1, 1, seed=2)[0]
+        timing = {}
+        for name in ("hymem", "react"):
+            cfg = dict(sampling={"temperature": 0.0, "max_tokens": 64})
+            agent = (HyMemAgent(client, tools, HyMemConfig(planner_turns=4, execute_turns=2, **cfg))
+                     if name == "hymem" else FlatAgent(client, tools, BaselineConfig(mode="react", max_turns=4, **cfg)))
+            t0 = time.perf_counter()
+            res = agent.run(task["question"])
+            calls = [e for e in res.trace if e["type"] == "model_call"]
+            timing[name] = {"wall_s": time.perf_counter() - t0, "model_calls": len(calls),
+                            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls)}
+        print(f"embedded model, 4 planner/ReAct turns: {json.dumps(timing)}")
+        result["embedded"] = timing
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
