@@ -214,8 +214,9 @@ class HyMemAgent:
         return Result(answer=answer, confidence=confidence, trace=run["trace"], usage=run["usage"])
 
     def _record_context(self, run: dict, history: list) -> None:
-        planner = sum(len(m["content"].split()) for m in self._planner_messages(run, history))
+        """Planner context (tokens of its last call) and all tokens so far, after a turn."""
         run["trace"].append({"type": "turn", "planner_turn": run["planner_turn"],
-                             "planner_context_words": planner,
+                             "planner_context_tokens": run["last_tokens"].get("planner", 0),
+                             "history_messages": len(history),
                              "total_tokens": sum(u["prompt_tokens"] + u["completion_tokens"]
                                                  for u in run["usage"].values())})

@@ -177,8 +177,9 @@ def evaluate(cfg, client=None) -> dict:
     from activemem_jax.data.retrieval import BM25Retriever, RemoteRetriever
 
     tasks, docs, roots = load_tasks(cfg)
-    retriever = RemoteRetriever(cfg.retrieval_url) if cfg.retrieval_url else BM25Retriever(docs)
-    tools = Toolbox(search_tools(retriever, docs) + ([file_tool(roots)] if roots else []))
+    retriever = (RemoteRetriever(cfg.retrieval_url) if cfg.retrieval_url else
+                 BM25Retriever(docs) if docs else None)  # GAIA without a corpus: files only
+    tools = Toolbox((search_tools(retriever, docs) if retriever else []) + ([file_tool(roots)] if roots else []))
     client = client or make_client(cfg)
     os.makedirs(cfg.out_dir, exist_ok=True)
     jobs = [(a, t) for a in cfg.agents for t in tasks]

@@ -208,3 +208,31 @@ def test_baselines_keep_raw_observations_and_fold_as_specified():
     client = ScriptedClient({"react": ["<think>hm</think>"]})
     result = FlatAgent(client, toolbox(), BaselineConfig(mode="react", max_turns=7)).run("q")
     assert result.usage["react"]["calls"] == 7 and result.answer == ""
+
+
+def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
+    import ml_collections
+
+    import configs.agents_synthetic as base
+    from launch.eval_agents import evaluate
+
+    gaia = tmp_path / "gaia"
+    gaia.mkdir()
+    (gaia / "t1.txt").write_text("The code word is PELICAN.")
+    rows = [{"task_id": "t1", "Question": "What is the code word in the file?", "Level": 1,
+             "Final answer": "pelican", "file_name": "t1.txt"}]
+    (gaia / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = base.get_config()
+    cfg.agents = ("hymem", "react")
+    cfg.benchmark.name, cfg.benchmark.path, cfg.benchmark.n_tasks = "gaia", str(gaia), 5
+    cfg.out_dir = str(tmp_path / "out")
+    parse = '<tool_call>{"name": "parse_file", "arguments": {"file_path": "t1.txt"}}</tool_call>'
+    client = ScriptedClient({"planner": [TASK, "<answer>Pelican</answer><confidence>1</confidence>"],
+                             "executor": [parse, "<results>FINDINGS: PELICAN\\nSTATUS: success</results>"],
+                             "react": [parse, "<answer>PELICAN</answer>"]})
+    summary = evaluate(cfg, client=client)
+    assert summary["hymem"]["pass@1"] == 1.0 and summary["react"]["pass@1"] == 1.0  # GAIA scorer
+    trace = [json.loads(x) for x in open(tmp_path / "out" / "traces" / "react" / "t1.jsonl")]
+    assert any(e["type"] == "tool_call" and e["tool"] == "parse_file" and e["ok"] for e in trace)
+    turns = [json.loads(x) for x in open(tmp_path / "out" / "traces" / "hymem" / "t1.jsonl")]
+    assert [e["planner_context_tokens"] > 0 for e in turns if e["type"] == "turn"] == [True, True]
