@@ -52,6 +52,8 @@ def main(argv=None):
     ap.add_argument("--retrieval-url", default=None, help="a Search-R1-style retrieval server instead")
     ap.add_argument("--files", nargs="*", default=[], help="directories parse_file may read")
     ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--planner-turns", type=int, default=12)
+    ap.add_argument("--execute-turns", type=int, default=10)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     from hymem.agent import HyMemAgent, HyMemConfig
@@ -61,7 +63,8 @@ def main(argv=None):
         client = OpenAIClient(args.base_url, model=args.model, api_key=args.api_key)
     else:
         client = EngineClient.from_model(args.model or "embedded")
-    config = HyMemConfig(sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
+    config = HyMemConfig(planner_turns=args.planner_turns, execute_turns=args.execute_turns,
+                         sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
     agent = HyMemAgent(client if args.quiet else _Live(client), build_tools(args.corpus, args.retrieval_url,
                                                                             args.files), config)
     result = agent.run(args.question)

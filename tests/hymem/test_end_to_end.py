@@ -4,6 +4,8 @@ recorded, not asserted, for a 135M model)."""
 
 import json
 import os
+import subprocess
+import sys
 
 import ml_collections
 import pytest
@@ -32,6 +34,11 @@ def test_hymem_and_react_on_the_synthetic_benchmark(tmp_path, embedded_model):
     cfg.out_dir = str(tmp_path / "run")
     with Engine(embedded_model, max_slots=8, max_len=3072) as eng, running(make_app(eng, "m")) as url:
         summary = evaluate(cfg, client=OpenAIClient(url + "/v1", model="m"))
+        cli = subprocess.run([sys.executable, "-m", "hymem", "Who founded the first company?", "--base-url",
+                              url + "/v1", "--model", "m", "--planner-turns", "1", "--execute-turns", "1",
+                              "--max-tokens", "24"], capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    assert "--- planner" in cli.stderr and '"answer"' in cli.stdout  # turns shown live, answer printed
     assert set(summary) == {"hymem", "react"} and all(s["tasks"] == 3 for s in summary.values())
     rows = [json.loads(line) for line in open(tmp_path / "run" / "results.jsonl")]
     assert len(rows) == 6 and all(0.0 <= r["score"] <= 1.0 for r in rows)
