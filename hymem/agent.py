@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from typing import Any, Optional
 
 from hymem import prompts
 from hymem.distill import distill
-from hymem.llm import Completion, ModelError
+from hymem.llm import traced_complete
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
 from hymem.tools import Toolbox
@@ -52,21 +51,7 @@ class HyMemAgent:
 
     # ------------------------------------------------------------------ model calls
     def _call(self, run: dict, messages: list, space: str) -> str:
-        t0 = time.perf_counter()
-        try:
-            out = self.client.complete(messages, tag=space, **self.config.sampling)
-        except ModelError as e:  # an endpoint failure costs a turn, it does not end the run
-            run["trace"].append({"type": "model_error", "space": space, "error": str(e)[:300]})
-            out = Completion(text="")
-        usage = run["usage"].setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0,
-                                                              "completion_tokens": 0, "cached_tokens": 0})
-        usage["calls"] += 1
-        usage["prompt_tokens"] += out.prompt_tokens
-        usage["completion_tokens"] += out.completion_tokens
-        usage["cached_tokens"] += out.cached_tokens
-        run["trace"].append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
-                             "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                             "latency_s": round(time.perf_counter() - t0, 4)})
+        out = traced_complete(self.client, messages, space, self.config.sampling, run["usage"], run["trace"])
         run["last_tokens"][space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
         return out.text
 

@@ -10,11 +10,10 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Optional
 
 from hymem.agent import Result
-from hymem.llm import Completion, ModelError
+from hymem.llm import traced_complete
 from hymem.parsing import parse_confidence, parse_executor
 from hymem.tools import Toolbox
 
@@ -46,22 +45,7 @@ class FlatAgent:
             raise ValueError(f"mode={self.config.mode!r}: use react, summary or resum")
 
     def _call(self, run, messages, space):
-        t0 = time.perf_counter()
-        try:
-            out = self.client.complete(messages, tag=space, **self.config.sampling)
-        except ModelError as e:  # an endpoint failure costs a turn, it does not end the run
-            run["trace"].append({"type": "model_error", "space": space, "error": str(e)[:300]})
-            out = Completion(text="")
-        u = run["usage"].setdefault(space, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                            "cached_tokens": 0})
-        u["calls"] += 1
-        u["prompt_tokens"] += out.prompt_tokens
-        u["completion_tokens"] += out.completion_tokens
-        u["cached_tokens"] += out.cached_tokens
-        run["trace"].append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
-                             "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                             "latency_s": round(time.perf_counter() - t0, 4)})
-        return out
+        return traced_complete(self.client, messages, space, self.config.sampling, run["usage"], run["trace"])
 
     def run(self, question: str) -> Result:
         cfg = self.config

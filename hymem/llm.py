@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Callable, Optional, Protocol, Sequence, Union
@@ -33,6 +34,27 @@ class ModelClient(Protocol):
 
 class ModelError(RuntimeError):
     """The model endpoint failed or answered something unreadable."""
+
+
+def traced_complete(client, messages, space: str, sampling: dict, usage: dict, trace: list) -> Completion:
+    """One call in context space `space`, accounted in `usage[space prefix]` and `trace`.
+    An endpoint failure is traced and returns empty text: it costs a turn, not the run."""
+    t0 = time.perf_counter()
+    try:
+        out = client.complete(messages, tag=space, **sampling)
+    except ModelError as e:
+        trace.append({"type": "model_error", "space": space, "error": str(e)[:300]})
+        out = Completion(text="")
+    u = usage.setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                               "cached_tokens": 0})
+    u["calls"] += 1
+    u["prompt_tokens"] += out.prompt_tokens
+    u["completion_tokens"] += out.completion_tokens
+    u["cached_tokens"] += out.cached_tokens
+    trace.append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
+                  "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
+                  "latency_s": round(time.perf_counter() - t0, 4)})
+    return out
 
 
 class OpenAIClient:

@@ -20,7 +20,7 @@ import numpy as np
 def corpus_of(n_docs: int):
     from activemem_jax.data import synthetic_world
 
-    docs, queries, seed = [], [], 0
+    docs, seed = [], 0
     while len(docs) < n_docs:
         world = synthetic_world.generate(seed=seed, n_entities=min(10_000, n_docs),
                                          questions_per_entity=0)

@@ -59,3 +59,18 @@ def engine(embedded_model):
 
     with Engine(embedded_model, max_slots=8, max_len=1024) as eng:
         yield eng
+
+
+@pytest.fixture(scope="session")
+def world():
+    """The default synthetic world (seed 0, 2,000 entities) and its BM25 index."""
+    from activemem_jax.data import synthetic_world
+
+    return synthetic_world.generate(seed=0, n_entities=2000)
+
+
+@pytest.fixture(scope="session")
+def bm25(world):
+    from activemem_jax.data.retrieval import BM25Retriever
+
+    return BM25Retriever(world.documents)

@@ -211,8 +211,6 @@ def test_baselines_keep_raw_observations_and_fold_as_specified():
 
 
 def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
-    import ml_collections
-
     import configs.agents_synthetic as base
     from launch.eval_agents import evaluate
 

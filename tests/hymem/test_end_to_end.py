@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import ml_collections
 import pytest
 
 from activemem_jax.engine import Engine
