@@ -365,11 +365,9 @@ class Engine:
         safe = len(text) - hold
         while safe > req.sent and text[safe - 1] == "\ufffd":  # incomplete UTF-8 at the end
             safe -= 1
-        if safe > req.sent:
-            self._send(req, Delta(text[req.sent:safe], [token], [logprob]))
-            req.sent = safe
-        elif token is not None:
-            self._send(req, Delta("", [token], [logprob]))
+        # every token is streamed; its text may be held back (partial stop string / UTF-8)
+        self._send(req, Delta(text[req.sent:max(safe, req.sent)], [token], [logprob]))
+        req.sent = max(safe, req.sent)
 
     def _finish(self, req: Request, reason: str, slot: Optional[int] = None):
         if slot is None and req in self._slots:
