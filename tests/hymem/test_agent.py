@@ -234,3 +234,26 @@ def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
     assert any(e["type"] == "tool_call" and e["tool"] == "parse_file" and e["ok"] for e in trace)
     turns = [json.loads(x) for x in open(tmp_path / "out" / "traces" / "hymem" / "t1.jsonl")]
     assert [e["planner_context_tokens"] > 0 for e in turns if e["type"] == "turn"] == [True, True]
+
+
+def test_eval_harness_reads_browsecomp_plus_with_a_scripted_client(tmp_path):
+    import configs.agents_synthetic as base
+    from activemem_jax.data.loaders import encrypt_browsecomp
+    from launch.eval_agents import evaluate
+
+    canary = "canary-test"
+    (tmp_path / "q.jsonl").write_text(json.dumps({
+        "query_id": "7", "query": encrypt_browsecomp("When was Velmor founded?", canary),
+        "answer": encrypt_browsecomp("1821", canary), "gold_docs": [{"docid": "d1"}]}) + "\n")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    cfg = base.get_config()
+    cfg.agents = ("hymem", "resum")
+    cfg.benchmark.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
+                              corpus=str(tmp_path / "c.jsonl"), canary=canary, n_tasks=5))
+    cfg.out_dir = str(tmp_path / "out")
+    client = ScriptedClient({"planner": [TASK, ANSWER], "executor": [SEARCH, RESULTS],
+                             "resum": [SEARCH, "<answer>1820</answer>"]})
+    summary = evaluate(cfg, client=client)
+    assert summary["hymem"]["pass@1"] == 1.0 and summary["resum"]["pass@1"] == 0.0
+    first_planner = client.messages_for("planner")[0]
+    assert "When was Velmor founded?" in first_planner[1]["content"]  # decrypted
