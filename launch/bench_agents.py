@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import time
+
+from activemem_jax.bench_report import write_json
 
 
 class OracleClient:
@@ -154,10 +155,7 @@ def main():
                             "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls)}
         print(f"embedded model, 4 planner/ReAct turns: {json.dumps(timing)}")
         result["embedded"] = timing
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,10 @@ repeated 1,000-token prefix, and peak RSS. Compiles are warmed up before timing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import time
 
-
-def rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+from activemem_jax.bench_report import peak_rss_gib, write_json
 
 
 def main():
@@ -79,7 +75,7 @@ def main():
         outs = eng.generate([p + [13] for p in prompts], greedy)
         dt = time.perf_counter() - t0
         res["ours_concurrent_tok_s"] = sum(o.completion_tokens for o in outs) / dt
-    res["rss_gib_ours"] = rss_gib()
+    res["rss_gib_ours"] = peak_rss_gib()
 
     # ---------------------------------------------------------------- transformers
     torch.set_num_threads(os.cpu_count() or 1)
@@ -105,7 +101,7 @@ def main():
     t0 = time.perf_counter()
     hf_generate(prompts, n_new)
     res["hf_batch_tok_s"] = conc * n_new / (time.perf_counter() - t0)
-    res["rss_gib_total"] = rss_gib()
+    res["rss_gib_total"] = peak_rss_gib()
 
     res["ratio_b1"] = res["ours_b1_tok_s"] / res["hf_b1_tok_s"]
     res["ratio_concurrent"] = res["ours_concurrent_tok_s"] / res["hf_batch_tok_s"]
@@ -121,10 +117,7 @@ def main():
           f"{res['prefix_cold_s']:.3f}s, reused {res['prefix_reused_s']:.3f}s, "
           f"speedup {res['prefix_speedup']:.1f}x")
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after both {res['rss_gib_total']:.2f} GiB")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"wrote {args.out}")
+    write_json(args.out, res)
 
 
 if __name__ == "__main__":

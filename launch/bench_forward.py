@@ -11,15 +11,11 @@ ours / transformers, and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import statistics
 import time
 
-
-def _rss_gib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+from activemem_jax.bench_report import peak_rss_gib, write_json
 
 
 def _time(fn, repeats: int) -> tuple[float, float]:
@@ -104,9 +100,9 @@ def main():
     tokens_by_batch = {b: rng.integers(3, 49152, (b, args.seq)).astype(np.int32) for b in batches}
 
     ours, ours_load = bench_ours(tokens_by_batch, args.repeats)
-    rss_ours = _rss_gib()
+    rss_ours = peak_rss_gib()
     ref, ref_load = bench_transformers(tokens_by_batch, args.repeats)
-    rss_all = _rss_gib()
+    rss_all = peak_rss_gib()
 
     rows = []
     print(f"prefill of {args.seq} tokens, embedded SmolLM2-135M f32, {os.cpu_count()} CPU threads")
@@ -125,10 +121,7 @@ def main():
           f"{rss_ours:.2f} GiB, after both {rss_all:.2f} GiB")
     result = dict(rows=rows, ours_load_s=ours_load, transformers_load_s=ref_load,
                   peak_rss_gib_ours=rss_ours, peak_rss_gib_total=rss_all)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.out}")
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

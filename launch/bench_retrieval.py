@@ -10,11 +10,11 @@ Snowball stemming). Prints index build time and queries/s, writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 
 import numpy as np
+
+from activemem_jax.bench_report import write_json
 
 
 def corpus_of(n_docs: int):
@@ -76,10 +76,7 @@ def main():
         rows.append(row)
         print(f"{n:>7} {ours_build:>13.2f} {peer_build:>17.2f} {ours_qps:>10.0f} {peer_qps:>13.1f} "
               f"{row['ratio']:>6.0f} {agree:>10.2f}")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"rows": rows}, f, indent=1)
-    print(f"wrote {args.out}")
+    write_json(args.out, {"rows": rows})
 
 
 if __name__ == "__main__":

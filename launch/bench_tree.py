@@ -11,8 +11,6 @@ times `end_episode` and `commit` at the largest size. Prints a table, writes JSO
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import time
 
@@ -20,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from activemem_jax.bench_report import write_json
 from activemem_jax.memory import tree as hlmt
 
 DIM, MAX_CHILDREN, MAX_DEPTH = 576, 16, 8
@@ -129,11 +128,8 @@ def main():
     pruned = jax.jit(hlmt.end_episode)(recorded, 0.1, 0.05, 0.9)  # frees ~5% of slots
     commit_s = timed(lambda: jax.jit(hlmt.commit)(pruned, logs), repeats=3)
     print(f"at N={n}: end_episode {end_s * 1e3:.1f} ms, commit of {r}x{l} inserts {commit_s * 1e3:.1f} ms")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(dict(rows=rows, end_episode_ms=end_s * 1e3, commit_ms=commit_s * 1e3,
-                       commit_ops=r * l, capacity=n), f, indent=1)
-    print(f"wrote {args.out}")
+    write_json(args.out, dict(rows=rows, end_episode_ms=end_s * 1e3, commit_ms=commit_s * 1e3,
+                       commit_ops=r * l, capacity=n))
 
 
 if __name__ == "__main__":
