@@ -1,6 +1,7 @@
 """The engine's pure, jitted steps (JetStream's shape): a static-shape KV cache of fixed
-decode slots; `prefill` a prompt chunk into one cache row; `insert` the row into a
-slot; `generate` one token for every slot; `extract` a slot's row (prefix reuse).
+decode slots; `prefill` a prompt chunk straight into one slot's cache rows; `insert`
+starts that slot decoding; `generate` one token for every slot; `copy_row` moves a
+slot's cached prefix to another slot (prefix reuse).
 
 Shapes are static: prompt chunks are padded to a few lengths (`PREFILL_BUCKETS`) and
 attention reads only the first `kv_len` cache rows, a power-of-two bucket, so compiles
@@ -56,17 +57,13 @@ def prefill_bucket(n: int) -> int:
     return next(b for b in PREFILL_BUCKETS if b >= n)
 
 
-def empty_row(cfg, rows: int) -> KVCache:
-    return KVCache.init(cfg, 1, rows)
-
-
-def prefill(graphdef, params, row: KVCache, tokens, start, length, latents, latent_pos,
+def prefill(graphdef, params, state: DecodeState, slot, tokens, start, length, latents, latent_pos,
             sampling, *, kv_len: int):
-    """Run prompt tokens [1, R] (the first `length` real) at cache rows start..start+R-1
-    of a one-row cache. latents [MAX_LATENTS, d] replace the embeddings of the tokens at
-    absolute prompt positions latent_pos [MAX_LATENTS] (-1 = unused).
+    """Run prompt tokens [1, R] (the first `length` real) at positions start..start+R-1 of
+    `slot`'s cache rows, in place. latents [MAX_LATENTS, d] replace the embeddings of the
+    tokens at absolute prompt positions latent_pos [MAX_LATENTS] (-1 = unused).
     sampling = (temperature, top_k, top_p, seed) [1] arrays for the first token.
-    Returns (row, token [1], logprob [1], top_lp [1, N], top_ids [1, N], hidden [1, d])."""
+    Returns (state, token [1], logprob [1], top_lp [1, N], top_ids [1, N], hidden [1, d])."""
     model = nnx.merge(graphdef, params)
     r = tokens.shape[1]
     embeds = model.embed_tokens(tokens)
@@ -74,33 +71,33 @@ def prefill(graphdef, params, row: KVCache, tokens, start, length, latents, late
     use = (latent_pos >= 0) & (rel >= 0) & (rel < length)
     embeds = embeds.at[0, jnp.where(use, rel, r)].set(latents.astype(embeds.dtype), mode="drop")
     steps = start + jnp.arange(r, dtype=jnp.int32)[None]
-    _, hidden, row = model(embeds=embeds, positions=steps, attention_mask=steps < start + length,
-                           cache=row, slots=steps, return_logits=False, kv_len=kv_len)
+    _, hidden, cache = model(embeds=embeds, positions=steps, attention_mask=steps < start + length,
+                             cache=state.cache, slots=steps, return_logits=False, kv_len=kv_len,
+                             cache_rows=jnp.reshape(slot, (1,)))
     last = jax.lax.dynamic_index_in_dim(hidden[0], length - 1, keepdims=False)[None]
     temperature, top_k, top_p, seed = sampling
     token, logprob, top_lp, top_ids = sample(model.lm_logits(last), temperature, top_k, top_p,
                                              seed, jnp.zeros((1,), jnp.int32))
-    return row, token, logprob, top_lp, top_ids, last
+    return state.replace(cache=cache), token, logprob, top_lp, top_ids, last
 
 
-def insert(state: DecodeState, row: KVCache, slot, length, token, sampling) -> DecodeState:
-    """Put a prefilled row into `slot`; the slot starts decoding after `token`."""
+def insert(state: DecodeState, slot, length, token, sampling) -> DecodeState:
+    """Start `slot` decoding after its prefilled prompt of `length` tokens and `token`."""
     temperature, top_k, top_p, seed = sampling
     put = lambda a, v: a.at[slot].set(v[0] if v.ndim else v)  # noqa: E731
-    cache = KVCache(k=tuple(c.at[slot].set(r[0]) for c, r in zip(state.cache.k, row.k)),
-                    v=tuple(c.at[slot].set(r[0]) for c, r in zip(state.cache.v, row.v)),
-                    mask=state.cache.mask.at[slot].set(row.mask[0]))
-    return state.replace(cache=cache, lengths=put(state.lengths, length), tokens=put(state.tokens, token),
+    return state.replace(lengths=put(state.lengths, length), tokens=put(state.tokens, token),
                          active=state.active.at[slot].set(True),
                          temperature=put(state.temperature, temperature), top_k=put(state.top_k, top_k),
                          top_p=put(state.top_p, top_p), seeds=put(state.seeds, seed),
                          steps=state.steps.at[slot].set(1))
 
 
-def extract(state: DecodeState, slot) -> KVCache:
-    """A slot's cache row (to reuse its prefix in another slot)."""
-    return KVCache(k=tuple(c[slot][None] for c in state.cache.k),
-                   v=tuple(c[slot][None] for c in state.cache.v), mask=state.cache.mask[slot][None])
+def copy_row(state: DecodeState, src, dst) -> DecodeState:
+    """Copy `src`'s cache rows into `dst` (to reuse a prefix another slot holds)."""
+    cache = state.cache
+    return state.replace(cache=KVCache(k=tuple(c.at[dst].set(c[src]) for c in cache.k),
+                                       v=tuple(c.at[dst].set(c[src]) for c in cache.v),
+                                       mask=cache.mask.at[dst].set(cache.mask[src])))
 
 
 def release(state: DecodeState, slot) -> DecodeState:
@@ -130,7 +127,7 @@ def compiled(graphdef):
         "prefill": jax.jit(functools.partial(prefill, graphdef), static_argnames="kv_len",
                            donate_argnums=(1,)),
         "insert": jax.jit(insert, donate_argnums=(0,)),
-        "extract": jax.jit(extract),
+        "copy_row": jax.jit(copy_row, donate_argnums=(0,)),
         "release": jax.jit(release, donate_argnums=(0,)),
         "generate": jax.jit(functools.partial(generate, graphdef), static_argnames="kv_len",
                             donate_argnums=(1,)),

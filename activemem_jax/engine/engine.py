@@ -295,11 +295,12 @@ class Engine:
             source = slot
         reuse = match[source]
         fns = self._fns
-        row = fns["extract"](self._state, self._put(np.int32(source)))
+        if source != slot:
+            self._state = fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))))
         sampling = self._put((np.asarray([req.params.temperature], np.float32),
                               np.asarray([req.params.top_k], np.int32),
                               np.asarray([req.params.top_p], np.float32), np.asarray([req.seed], np.int32)))
-        lat, pos = self._put((req.latents, req.latent_pos))
+        lat, pos, slot_arr = self._put((req.latents, req.latent_pos, np.int32(slot)))
         start = reuse
         while start < len(ids):
             chunk = ids[start:start + PREFILL_CHUNK]
@@ -307,13 +308,11 @@ class Engine:
             tokens = np.zeros((1, r), np.int32)
             tokens[0, :len(chunk)] = chunk
             tokens, at, n = self._put((tokens, np.int32(start), np.int32(len(chunk))))
-            out = fns["prefill"](self.model.state, row, tokens, at, n, lat, pos, sampling,
-                                 kv_len=core.kv_bucket(start + r, self.rows))
-            row = out[0]
+            self._state, token, logprob, top_lp, top_ids, _ = fns["prefill"](
+                self.model.state, self._state, slot_arr, tokens, at, n, lat, pos, sampling,
+                kv_len=core.kv_bucket(start + r, self.rows))
             start += len(chunk)
-        _, token, logprob, top_lp, top_ids, _ = out
-        self._state = fns["insert"](self._state, row, self._put(np.int32(slot)),
-                                    self._put(np.int32(len(ids))), token, sampling)
+        self._state = fns["insert"](self._state, slot_arr, self._put(np.int32(len(ids))), token, sampling)
         self._slots[slot] = req
         self._lengths[slot] = len(ids)
         self._history[slot] = list(ids[: int(used.min())] if used.size else ids)

@@ -117,10 +117,11 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write, causal_prefix=False):
+    def __call__(self, x, cos, sin, k_all, v_all, key_ok, access, causal_prefix=False):
         """x [B,T,D]; k_all/v_all: the layer's cache (or None); key_ok [B,T,S] bool;
-        write(cache, new) puts new [B,T,KV,hd] rows into the cache; causal_prefix: the
-        queries occupy cache rows 0..T-1 (lets attention skip keys past each chunk)."""
+        access = (write, read): write(cache, new) puts new [B,T,KV,hd] rows into the cache,
+        read(cache, s) gives the batch's first s cache rows; causal_prefix: the queries
+        occupy cache rows 0..T-1 (lets attention skip keys past each chunk)."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -128,12 +129,15 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        s = key_ok.shape[-1]  # attend over the first s cache rows only
         if k_all is None:
             k_all, v_all = k, v
+            keys, values = k[:, :s], v[:, :s]
         else:
+            write, read = access
             k_all, v_all = write(k_all, k), write(v_all, v)
-        s = key_ok.shape[-1]  # attend over the first s cache rows only
-        out = attend(q, k_all[:, :s], v_all[:, :s], key_ok, causal_prefix)
+            keys, values = read(k_all, s), read(v_all, s)
+        out = attend(q, keys, values, key_ok, causal_prefix)
         return self.o_proj(out.reshape(b, t, -1)), k_all, v_all
 
 
@@ -180,8 +184,8 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype)
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, write, causal_prefix=False):
-        a, k_all, v_all = self.attn(self.input_norm(x), cos, sin, k_all, v_all, key_ok, write,
+    def __call__(self, x, cos, sin, k_all, v_all, key_ok, access, causal_prefix=False):
+        a, k_all, v_all = self.attn(self.input_norm(x), cos, sin, k_all, v_all, key_ok, access,
                                     causal_prefix)
         x = x + a
         x = x + self.mlp(self.post_attn_norm(x))
@@ -216,14 +220,16 @@ class Decoder(nnx.Module):
 
     def __call__(self, tokens=None, *, embeds=None, positions=None, attention_mask=None,
                  cache: Optional[KVCache] = None, slots=None, return_logits: bool = True,
-                 kv_len: Optional[int] = None):
+                 kv_len: Optional[int] = None, cache_rows=None):
         """Run the backbone.
 
         tokens [B, T] int or embeds [B, T, D]; positions [B, T] int (RoPE positions,
         default 0..T-1); attention_mask [B, T] (1 = real token, default all ones).
-        With `cache`, `slots` [B, T] are the cache rows to write (default 0..T-1); a static
-        `kv_len` limits attention to the first kv_len cache rows (all slots must be below
-        it), so short sequences in a long cache read only what they use.
+        With `cache`, `slots` [B, T] are the cache positions to write (default 0..T-1); a
+        static `kv_len` limits attention to the first kv_len positions (all slots must be
+        below it), so short sequences in a long cache read only what they use. `cache_rows` [B]
+        maps batch element i to cache row cache_rows[i] (default i), so one sequence can
+        be prefilled straight into one slot of a many-slot cache.
         Returns (logits [B, T, V] float32 or None, hidden [B, T, D], cache or None).
         """
         if (tokens is None) == (embeds is None):
@@ -238,14 +244,22 @@ class Decoder(nnx.Module):
         cos, sin = jnp.cos(freqs), jnp.sin(freqs)
 
         if cache is None:
-            query_slots, key_mask, write = steps, attention_mask, None
+            query_slots, key_mask, access, full_mask = steps, attention_mask, None, None
         else:
             query_slots = steps if slots is None else slots
             rows = jnp.arange(b)[:, None]
-            key_mask = cache.mask.at[rows, query_slots].set(attention_mask)
+            own = cache.mask if cache_rows is None else cache.mask[cache_rows]
+            key_mask = own.at[rows, query_slots].set(attention_mask)
+            full_mask = key_mask if cache_rows is None else cache.mask.at[cache_rows].set(key_mask)
+            target = rows if cache_rows is None else cache_rows[:, None]
 
             def write(buf, new):
-                return buf.at[rows, query_slots].set(new.astype(buf.dtype))
+                return buf.at[target, query_slots].set(new.astype(buf.dtype))
+
+            def read(buf, n):
+                return buf[:, :n] if cache_rows is None else buf[cache_rows, :n]
+
+            access = (write, read)
         s = key_mask.shape[1] if kv_len is None else min(kv_len, key_mask.shape[1])
         key_ok = key_mask[:, None, :s] & (jnp.arange(s)[None, None, :] <= query_slots[:, :, None])
 
@@ -254,24 +268,24 @@ class Decoder(nnx.Module):
         for i, layer in enumerate(self.layers):
             k_i = None if cache is None else cache.k[i]
             v_i = None if cache is None else cache.v[i]
-            x, k_i, v_i = layer_fn(layer, x, cos, sin, k_i, v_i, key_ok, write, slots is None)
+            x, k_i, v_i = layer_fn(layer, x, cos, sin, k_i, v_i, key_ok, access, slots is None)
             new_k.append(k_i)
             new_v.append(v_i)
         hidden = self.final_norm(x)
         logits = self.lm_logits(hidden) if return_logits else None
-        new_cache = None if cache is None else KVCache(k=tuple(new_k), v=tuple(new_v), mask=key_mask)
+        new_cache = None if cache is None else KVCache(k=tuple(new_k), v=tuple(new_v), mask=full_mask)
         return logits, hidden, new_cache
 
 
-def _call_layer(layer, x, cos, sin, k, v, key_ok, write, causal_prefix):
-    return layer(x, cos, sin, k, v, key_ok, write, causal_prefix)
+def _call_layer(layer, x, cos, sin, k, v, key_ok, access, causal_prefix):
+    return layer(x, cos, sin, k, v, key_ok, access, causal_prefix)
 
 
-def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, write, causal_prefix):
+def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, access, causal_prefix):
     """The layer under `jax.checkpoint`: activations are recomputed in the backward pass."""
     graphdef, state = nnx.split(layer)
 
     def run(state, x, cos, sin, k, v, key_ok):
-        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, write, causal_prefix)
+        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, access, causal_prefix)
 
     return jax.checkpoint(run)(state, x, cos, sin, k, v, key_ok)
