@@ -18,7 +18,6 @@ import itertools
 import queue
 import random
 import threading
-import time
 from typing import Callable, Optional, Sequence, Union
 
 import jax
@@ -387,10 +386,4 @@ class Engine:
             listener(delta)
 
 
-def wait_all(handles: Sequence[RequestHandle], timeout: Optional[float] = None) -> list[Output]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    return [h.result(None if deadline is None else max(0.0, deadline - time.monotonic())) for h in handles]
-
-
-__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams",
-           "wait_all"]
+__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams"]
