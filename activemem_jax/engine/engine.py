@@ -49,6 +49,8 @@ class Output:
     finish_reason: str  # "stop" | "length" | "cancelled" | "error" (engine failure)
     prompt_tokens: int
     cached_tokens: int
+    hidden: Optional[np.ndarray] = None  # [d] final hidden state of the last prompt token
+
 
     @property
     def completion_tokens(self) -> int:
@@ -73,8 +75,11 @@ class Delta:
 class Request:
     _ids = itertools.count()
 
-    def __init__(self, prompt_ids, params: SamplingParams, seed: int, latents, latent_pos):
+    def __init__(self, prompt_ids, params: SamplingParams, seed: int, latents, latent_pos,
+                 hidden: str = "no"):
         self.id = next(self._ids)
+        self.hidden_mode = hidden  # "no" | "also" (return it) | "only" (prefill, no decode)
+        self.hidden: Optional[np.ndarray] = None
         self.prompt_ids = list(prompt_ids)
         self.params = params
         self.seed = seed
@@ -120,6 +125,7 @@ class Engine:
         if max_len % 256:
             raise ValueError(f"max_len={max_len}: use a multiple of 256")
         self.model = model
+        self._params = model.state  # the backbone weights decoding uses (see set_weights)
         self.tokenizer = model.tokenizer
         self.eos_ids = set(model.eos_token_ids)
         self.max_slots, self.max_len = max_slots, max_len
@@ -152,9 +158,14 @@ class Engine:
         return [int(t) for t in prompt]
 
     def submit(self, prompt: Prompt, params: SamplingParams = SamplingParams(),
-               latents=None, latent_positions: Optional[Sequence[int]] = None) -> RequestHandle:
+               latents=None, latent_positions: Optional[Sequence[int]] = None,
+               hidden: str = "no") -> RequestHandle:
         """Queue one request. latents [K, d] replace the embeddings of the prompt tokens at
-        `latent_positions` (ActiveMem's splice hook)."""
+        `latent_positions` (ActiveMem's splice hook). hidden="also" returns the final
+        hidden state of the last prompt token in `Output.hidden`; hidden="only" just
+        prefills (the prompt's KV stays cached for prefix reuse) and returns it."""
+        if hidden not in ("no", "also", "only"):
+            raise ValueError(f"hidden={hidden!r}: use 'no', 'also' or 'only'")
         if self._error is not None:
             raise RuntimeError("the engine thread failed") from self._error
         ids = self.encode(prompt)
@@ -165,7 +176,7 @@ class Engine:
                                 f"{self.max_len} tokens (prompt + at least 1 generated)")
         lat, pos = self._latents(latents, latent_positions, len(ids))
         seed = params.seed if params.seed is not None else self._rng.randrange(2**31)
-        request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos)
+        request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos, hidden)
         handle = RequestHandle(self, request)
         try:
             self._pending.put_nowait(request)
@@ -180,6 +191,12 @@ class Engine:
         single = isinstance(prompts, str) or (len(prompts) and isinstance(prompts[0], (int, dict)))
         handles = [self.submit(p, params) for p in ([prompts] if single else prompts)]
         return [h.result(timeout) for h in handles]
+
+    def encode_hidden(self, prompts: Sequence[Prompt], timeout: Optional[float] = None) -> np.ndarray:
+        """[n, d] final hidden states of each prompt's last token (prefill only; the
+        prompts' KV stays cached, so a later request sharing a prefix reuses it)."""
+        handles = [self.submit(p, hidden="only") for p in prompts]
+        return np.stack([h.result(timeout).hidden for h in handles])
 
     async def stream(self, prompt: Prompt, params: SamplingParams = SamplingParams(), **kw):
         """Async iterator of Delta events; cancelling the consumer frees the slot."""
@@ -198,6 +215,15 @@ class Engine:
         finally:
             if handle.request.output is None:
                 handle.cancel()
+
+    def set_weights(self, state):
+        """Decode with other backbone weights of the same structure from now on (e.g. the
+        backbone with LoRA merged in). Only while the engine is idle (between rollouts);
+        cached prefixes are dropped."""
+        if self.busy_slots or self.queued:
+            raise RuntimeError("set_weights needs an idle engine (no running or queued requests)")
+        self._params = state
+        self._history = [[] for _ in range(self.max_slots)]
 
     @property
     def queued(self) -> int:
@@ -307,24 +333,28 @@ class Engine:
             tokens = np.zeros((1, r), np.int32)
             tokens[0, :len(chunk)] = chunk
             tokens, at, n = self._put((tokens, np.int32(start), np.int32(len(chunk))))
-            self._state, token, logprob, top_lp, top_ids, _ = fns["prefill"](
-                self.model.state, self._state, slot_arr, tokens, at, n, lat, pos, sampling,
+            self._state, token, logprob, top_lp, top_ids, last = fns["prefill"](
+                self._params, self._state, slot_arr, tokens, at, n, lat, pos, sampling,
                 kv_len=core.kv_bucket(start + r, self.rows))
             start += len(chunk)
-        self._state = fns["insert"](self._state, slot_arr, self._put(np.int32(len(ids))), token, sampling)
-        self._slots[slot] = req
-        self._lengths[slot] = len(ids)
+        if req.hidden_mode != "no":
+            req.hidden = np.asarray(last[0], np.float32)
         self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
         req.cached_tokens = reuse
         self.stats["prefill_tokens"] += len(ids) - reuse
         self.stats["cached_tokens"] += reuse
+        if req.hidden_mode == "only":
+            return self._finish(req, "stop")
+        self._state = fns["insert"](self._state, slot_arr, self._put(np.int32(len(ids))), token, sampling)
+        self._slots[slot] = req
+        self._lengths[slot] = len(ids)
         self._emit(req, slot, int(token[0]), float(logprob[0]), top_lp[0], top_ids[0])
 
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
         kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows)
         self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
-            self.model.state, self._state, kv_len=kv)
+            self._params, self._state, kv_len=kv)
         want_top = any(self._slots[s].params.top_logprobs for s in live)
         toks, lps = np.asarray(toks), np.asarray(lps)
         top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
@@ -375,7 +405,8 @@ class Engine:
             self._slots[slot] = None
         req.output = Output(text=req.text, token_ids=list(req.token_ids), logprobs=list(req.logprobs),
                             top_logprobs=list(req.top_logprobs), finish_reason=reason,
-                            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens)
+                            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens,
+                            hidden=req.hidden)
         self._send(req, Delta(req.text[req.sent:], [], [], req.output))
         req.sent = len(req.text)
         req.done.set()

@@ -127,6 +127,10 @@ class MultiObjectiveQAEnv:
             infos.append(self.info(ep))
         return obs, rewards, dones, infos
 
+    def abort(self, i: int) -> None:
+        """End episode i unanswered (reward 0), e.g. when its context no longer fits."""
+        self.episodes[i].done = True
+
     @staticmethod
     def info(ep: Episode) -> dict:
         golds = ep.task["answers"]

@@ -28,6 +28,12 @@ def _best_child(tree: Tree, node, unit_query):
     return pick, best, jnp.any(ok)
 
 
+def best_child(tree: Tree, node, query):
+    """(child slot, cosine, has_child) of `node`'s child most similar to `query` [d]."""
+    unit, _ = normalize(query)
+    return _best_child(tree, jnp.asarray(node, jnp.int32), unit)
+
+
 def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
     """Greedy top-down retrieval: from the root, step to the child with the highest
     cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels."""

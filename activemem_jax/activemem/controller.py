@@ -1,0 +1,92 @@
+"""The dual-head memory controller W_phi (paper 3.3, SPEC 4.2).
+
+    ctrl = Controller(d_model=576, num_latents=4, hidden=512, rngs=nnx.Rngs(0))
+    out = ctrl(h, p_bar)     # h, p_bar [B, d] -> ControllerOutput
+
+u = MLP_shared([h_t ; p_bar_t]) (2 layers); the latent head gives m_t [B, K, d], the tree
+head logits over (noop, insert, update), W_ins the new node's embedding, W_gate the
+update gate alpha [B, d] and W_upd the update target.
+
+Decisions where the paper is silent:
+- h_t is RMS-normalized and p_bar_t scaled by sqrt(d) before the MLP, so both inputs
+  have unit scale whatever the backbone's hidden-state norm.
+- The tree head starts at zero (a uniform policy over the allowed actions), and the
+  latent head's bias starts at an embedding `latent_init` (the placeholder token's own
+  embedding by default) with a small kernel, so an untrained controller barely moves
+  the frozen model.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+NOOP, INSERT, UPDATE = 0, 1, 2
+TREE_ACTIONS = ("noop", "insert", "update")
+ACTIVATIONS = {"gelu": jax.nn.gelu, "silu": jax.nn.silu}
+
+
+@flax.struct.dataclass
+class ControllerOutput:
+    u: jax.Array            # [B, hidden]
+    latents: jax.Array      # [B, K, d]
+    tree_logits: jax.Array  # [B, 3] (unmasked)
+    insert_vec: jax.Array   # [B, d] W_ins u (normalized when inserted)
+    gate: jax.Array         # [B, d] alpha = sigmoid(W_gate u)
+    update_vec: jax.Array   # [B, d] W_upd u
+
+
+class Controller(nnx.Module):
+    def __init__(self, d_model: int, *, num_latents: int, hidden: int = 512,
+                 activation: str = "gelu", latent_init=None, latent_init_std: float = 1e-3,
+                 rngs: nnx.Rngs):
+        if num_latents not in (0, 1, 2, 4, 8):
+            raise ValueError(f"num_latents={num_latents}: use 0, 2, 4 or 8 (1 also works)")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation={activation!r}: use one of {sorted(ACTIVATIONS)}")
+        self.d_model, self.num_latents, self.activation = d_model, num_latents, activation
+        d, k = d_model, num_latents
+        self.mlp_in = nnx.Linear(2 * d, hidden, rngs=rngs)
+        self.mlp_out = nnx.Linear(hidden, hidden, rngs=rngs)
+        if k:
+            bias = (jnp.zeros((k * d,), jnp.float32) if latent_init is None
+                    else jnp.tile(jnp.asarray(latent_init, jnp.float32).reshape(d), k))
+            self.latent = nnx.Linear(hidden, k * d, rngs=rngs,
+                                     kernel_init=nnx.initializers.normal(latent_init_std))
+            self.latent.bias[...] = bias
+        else:
+            self.latent = None
+        self.tree = nnx.Linear(hidden, 3, rngs=rngs, kernel_init=nnx.initializers.zeros)
+        self.insert = nnx.Linear(hidden, d, rngs=rngs)
+        self.gate = nnx.Linear(hidden, d, rngs=rngs)
+        self.update = nnx.Linear(hidden, d, rngs=rngs)
+
+    def shared(self, h, p_bar):
+        h = jnp.asarray(h, jnp.float32)
+        h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + 1e-6)
+        p = jnp.asarray(p_bar, jnp.float32) * jnp.sqrt(jnp.float32(self.d_model))
+        act = ACTIVATIONS[self.activation]
+        return act(self.mlp_out(act(self.mlp_in(jnp.concatenate([h, p], axis=-1)))))
+
+    def latents(self, u):
+        """m_t [B, K, d] from u [B, hidden] (what the training forward recomputes)."""
+        if self.latent is None:
+            return jnp.zeros(u.shape[:-1] + (0, self.d_model), jnp.float32)
+        return self.latent(u).reshape(u.shape[:-1] + (self.num_latents, self.d_model))
+
+    def __call__(self, h, p_bar) -> ControllerOutput:
+        u = self.shared(h, p_bar)
+        return ControllerOutput(u=u, latents=self.latents(u), tree_logits=self.tree(u),
+                                insert_vec=self.insert(u), gate=jax.nn.sigmoid(self.gate(u)),
+                                update_vec=self.update(u))
+
+
+def masked_log_probs(logits, mask):
+    """log pi_tree over the allowed actions (mask [B, 3] bool; noop is always allowed)."""
+    return jax.nn.log_softmax(jnp.where(mask, logits, -1e30), axis=-1)
+
+
+__all__ = ["ACTIVATIONS", "Controller", "ControllerOutput", "INSERT", "NOOP", "TREE_ACTIONS",
+           "UPDATE", "masked_log_probs"]

@@ -1,0 +1,72 @@
+"""Latent injection into the frozen backbone's input embeddings (SPEC 4.3), and the
+training forward that recomputes m_t from the recorded (h_t, p_bar_t) of each turn.
+
+    emb = splice(embeds, latents, latent_pos)      # [B, T, D] <- [B, K, D] at [B, K]
+    logp = policy_logprobs(backbone, controller, batch)   # [B, T] log p(token_t | < t)
+
+Gradients reach the controller through the frozen LLM's graph; the backbone weights are
+never differentiated (they are not `nnx.Param`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from activemem_jax.models.loading import positions_from_mask
+
+
+def splice(embeds, latents, latent_pos):
+    """Replace embeds[b, latent_pos[b, k]] by latents[b, k]; positions < 0 are unused."""
+    b, t = embeds.shape[:2]
+    if latents.shape[1] == 0:
+        return embeds
+    rows = jnp.arange(b)[:, None]
+    pos = jnp.where(latent_pos >= 0, latent_pos, t)  # t: dropped
+    return embeds.at[rows, pos].set(latents.astype(embeds.dtype), mode="drop")
+
+
+def token_logprobs(model, hidden, tokens, chunk: int = 128):
+    """logp [B, T]: log p(tokens[:, t] | tokens[:, < t]) (0 at t = 0), from the final
+    hidden states [B, T, D] in sequence chunks under `jax.checkpoint`, so the [B, T, V]
+    logits never exist at once (nor in the backward pass)."""
+    b, t, d = hidden.shape
+    targets = tokens[:, 1:]
+    h = hidden[:, :-1]
+    n = t - 1
+    c = min(chunk, max(n, 1))
+    pad = (-n) % c
+    h = jnp.pad(h, ((0, 0), (0, pad), (0, 0)))
+    targets = jnp.pad(targets, ((0, 0), (0, pad)))
+    h = h.reshape(b, -1, c, d).swapaxes(0, 1)
+    targets = targets.reshape(b, -1, c).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def one(args):
+        hc, tc = args
+        logits = model.lm_logits(hc)
+        return jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), tc[..., None], axis=-1)[..., 0]
+
+    out = jax.lax.map(one, (h, targets)).swapaxes(0, 1).reshape(b, -1)[:, :n]
+    return jnp.concatenate([jnp.zeros((b, 1), out.dtype), out], axis=1)
+
+
+def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_bar):
+    """The backbone over tokens [B, T] with m_t = controller(h, p_bar) spliced in at
+    latent_pos [B, K]. Returns (hidden [B, T, D], latents [B, K, D])."""
+    latents = controller.latents(controller.shared(h, p_bar))
+    embeds = splice(model.embed_tokens(tokens), latents, latent_pos)
+    _, hidden, _ = model(embeds=embeds, positions=positions_from_mask(attention_mask),
+                         attention_mask=attention_mask, return_logits=False)
+    return hidden, latents
+
+
+def policy_logprobs(model, controller, batch: dict, chunk: int = 128):
+    """batch: tokens, attention_mask, latent_pos, h, p_bar (see rollout.collate).
+    Returns logp [B, T] of each token given its prefix, under the injected prefix."""
+    hidden, _ = policy_forward(model, controller, batch["tokens"], batch["attention_mask"],
+                               batch["latent_pos"], batch["h"], batch["p_bar"])
+    return token_logprobs(model, hidden, batch["tokens"], chunk)
+
+
+__all__ = ["policy_forward", "policy_logprobs", "splice", "token_logprobs"]

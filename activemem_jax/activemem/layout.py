@@ -1,0 +1,82 @@
+"""Prompt layouts for ActiveMem rollouts, with K latent placeholder tokens (SPEC 4.3).
+
+    layout = PromptLayout(tokenizer, num_latents=4, mode="constant")
+    turn = layout.render(task_prompt, history=[(response_1, obs_1), ...])  # obs_t = newest
+    turn.ids            # prompt ids with K placeholders right before the current observation
+    turn.latent_pos     # [K] positions of the placeholders in turn.ids
+    turn.plain_ids      # the same prompt without placeholders (state encoding, K = 0)
+
+Modes: "constant" (MEM1's constant context, the default): the task prompt, the previous
+turn's response (its <think> summary and action), then the placeholders and the new
+observation; older turns are dropped. "full": every turn stays (the plain full-history
+baseline). At turn 0 the observation is the task prompt itself.
+
+The chat is rendered by the tokenizer's own template with a marker where the latents go;
+the text on either side of the marker is tokenized separately, so `ids` and `plain_ids`
+agree token for token outside the placeholders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+MARK = "\ue000"  # private-use character: where the placeholders go
+MODES = ("constant", "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnPrompt:
+    ids: list[int]
+    latent_pos: list[int]
+    plain_ids: list[int]
+
+
+class PromptLayout:
+    def __init__(self, tokenizer, num_latents: int, mode: str = "constant",
+                 placeholder: str = "\n"):
+        if mode not in MODES:
+            raise ValueError(f"layout mode={mode!r}: use one of {MODES}")
+        ph = tokenizer(placeholder, add_special_tokens=False)["input_ids"]
+        if len(ph) != 1:
+            raise ValueError(f"placeholder {placeholder!r} is {len(ph)} tokens; pick a string "
+                             "that is exactly one token")
+        self.tokenizer, self.num_latents, self.mode = tokenizer, num_latents, mode
+        self.placeholder_id = ph[0]
+        before, _ = self._split([{"role": "user", "content": MARK}])
+        self.preamble_tokens = len(self._tok(before))  # template system prompt + user header
+
+    def _tok(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+    def _split(self, messages):
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if text.count(MARK) != 1:
+            raise ValueError("the chat template dropped or repeated the latent marker")
+        before, after = text.split(MARK)
+        return before, after
+
+    def messages(self, task_prompt: str, history: Sequence[tuple[str, str]]) -> list[dict]:
+        """history: (response, observation that followed it) of earlier turns, oldest
+        first; the last observation is the current one."""
+        if not history:
+            return [{"role": "user", "content": MARK + task_prompt}]
+        msgs = [{"role": "user", "content": task_prompt}]
+        kept = history if self.mode == "full" else history[-1:]
+        for i, (response, obs) in enumerate(kept):
+            msgs.append({"role": "assistant", "content": response})
+            last = i == len(kept) - 1
+            msgs.append({"role": "user", "content": MARK + obs if last else obs})
+        return msgs
+
+    def render(self, task_prompt: str, history: Sequence[tuple[str, str]] = ()) -> TurnPrompt:
+        """The prompt of the next turn."""
+        before, after = self._split(self.messages(task_prompt, history))
+        left, right = self._tok(before), self._tok(after)
+        k = self.num_latents
+        return TurnPrompt(ids=left + [self.placeholder_id] * k + right,
+                          latent_pos=list(range(len(left), len(left) + k)),
+                          plain_ids=left + right)
+
+
+__all__ = ["MODES", "PromptLayout", "TurnPrompt"]

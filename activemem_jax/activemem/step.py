@@ -1,0 +1,98 @@
+"""One controller step for a batch of episodes: traverse, controller, masked tree action,
+tree edit and op log. Pure and jitted (one compile per batch size).
+
+    overlays, logs, out = controller_step(graphdef, params, overlays, logs, h, keys, live, cfg)
+
+`overlays` / `logs` are batched (leading axis E): each episode reads its own copy of the
+frozen snapshot plus its pending nodes (SPEC 4.4). Masks (SPEC 4.2): update needs a
+non-empty path; insert needs a free slot, room in the op log, a node the tree accepts
+(depth, children) and no child of the leaf already closer than tau_merge to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from activemem_jax.activemem.controller import INSERT, UPDATE, masked_log_probs
+from activemem_jax.memory import tree as hlmt
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    use_tree: bool = True       # False: w/o HLMT (no retrieval, p_bar = 0, no tree edits)
+    tree_actions: bool = True   # False: w/o tree action head (always noop)
+    tau_stop: float = 0.5
+    tau_merge: float = 0.9
+    greedy: bool = False        # argmax tree actions (evaluation)
+
+
+@flax.struct.dataclass
+class StepOutput:
+    latents: jax.Array    # [E, K, d]
+    h: jax.Array          # [E, d] (the input, kept for the trainer)
+    p_bar: jax.Array      # [E, d]
+    action: jax.Array     # [E] int32 (noop / insert / update)
+    logp: jax.Array       # [E] log pi_tree(action) under the mask
+    mask: jax.Array       # [E, 3] bool, allowed actions
+    path: jax.Array       # [E, max_depth] int32 overlay slots (-1 pad)
+    path_len: jax.Array   # [E] int32
+    slot: jax.Array       # [E] int32 overlay slot inserted / updated (-1 none)
+
+
+def _leaf(path: hlmt.Path):
+    return jnp.where(path.length > 0, path.nodes[jnp.maximum(path.length - 1, 0)], 0)
+
+
+def _allowed(overlay, log, path, insert_vec, cfg: StepConfig):
+    leaf = _leaf(path)
+    room = log.length < log.op.shape[0]
+    _, slot = hlmt.insert_node(overlay, leaf, insert_vec)
+    _, best, has = hlmt.best_child(overlay, leaf, insert_vec)
+    insert_ok = room & (slot >= 0) & ~(has & (best > cfg.tau_merge))
+    update_ok = room & (path.length > 0)
+    on = cfg.use_tree and cfg.tree_actions
+    return jnp.stack([jnp.bool_(True), insert_ok & on, update_ok & on])
+
+
+def _apply(overlay, log, action, leaf, insert_vec, update_vec, gate):
+    overlay, log, slot = hlmt.log_insert(overlay, log, jnp.where(action == INSERT, leaf, -1), insert_vec)
+    overlay, log = hlmt.log_update(overlay, log, jnp.where(action == UPDATE, leaf, -1), update_vec, gate)
+    return overlay, log, jnp.where(action == UPDATE, leaf, slot)
+
+
+def controller_step(graphdef, params, overlays, logs, h, keys, live, cfg: StepConfig):
+    """h [E, d]; keys [E] PRNG keys; live [E] bool (finished episodes change nothing)."""
+    controller = nnx.merge(graphdef, params)
+    e, d = h.shape
+    max_depth = overlays.max_depth
+    if cfg.use_tree:
+        path = jax.vmap(lambda t, q: hlmt.traverse(t, q, cfg.tau_stop))(overlays, h)
+        p_bar = jax.vmap(hlmt.path_mean)(overlays, path)
+    else:
+        path = hlmt.Path(nodes=jnp.full((e, max_depth), -1, jnp.int32),
+                         length=jnp.zeros((e,), jnp.int32), sims=jnp.zeros((e, max_depth)))
+        p_bar = jnp.zeros((e, d), jnp.float32)
+    out = controller(h, p_bar)
+    mask = jax.vmap(lambda t, lg, p, v: _allowed(t, lg, p, v, cfg))(overlays, logs, path, out.insert_vec)
+    logp_all = masked_log_probs(out.tree_logits, mask)
+    if cfg.greedy:
+        action = jnp.argmax(logp_all, axis=-1)
+    else:
+        action = jax.vmap(jax.random.categorical)(keys, logp_all)
+    action = jnp.where(live, action, 0).astype(jnp.int32)
+    logp = jnp.take_along_axis(logp_all, action[:, None], axis=-1)[:, 0]
+    leaf = jax.vmap(_leaf)(path)
+    overlays, logs, slot = jax.vmap(_apply)(overlays, logs, action, leaf, out.insert_vec,
+                                            out.update_vec, out.gate)
+    return overlays, logs, StepOutput(
+        latents=out.latents, h=h, p_bar=p_bar, action=action, logp=jnp.where(live, logp, 0.0),
+        mask=mask & live[:, None], path=path.nodes, path_len=path.length,
+        slot=jnp.where(action > 0, slot, -1))
+
+
+__all__ = ["StepConfig", "StepOutput", "controller_step"]
