@@ -26,10 +26,11 @@ def splice(embeds, latents, latent_pos):
     return embeds.at[rows, pos].set(latents.astype(embeds.dtype), mode="drop")
 
 
-def token_logprobs(model, hidden, tokens, chunk: int = 128):
+def token_logprobs(model, hidden, tokens, chunk: int = 128, with_entropy: bool = False):
     """logp [B, T]: log p(tokens[:, t] | tokens[:, < t]) (0 at t = 0), from the final
     hidden states [B, T, D] in sequence chunks under `jax.checkpoint`, so the [B, T, V]
-    logits never exist at once (nor in the backward pass)."""
+    logits never exist at once (nor in the backward pass). with_entropy: also the
+    entropy [B, T] of each predictive distribution (aligned the same way)."""
     b, t, d = hidden.shape
     targets = tokens[:, 1:]
     h = hidden[:, :-1]
@@ -44,11 +45,17 @@ def token_logprobs(model, hidden, tokens, chunk: int = 128):
     @jax.checkpoint
     def one(args):
         hc, tc = args
-        logits = model.lm_logits(hc)
-        return jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), tc[..., None], axis=-1)[..., 0]
+        logp = jax.nn.log_softmax(model.lm_logits(hc), axis=-1)
+        chosen = jnp.take_along_axis(logp, tc[..., None], axis=-1)[..., 0]
+        ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1) if with_entropy else jnp.zeros_like(chosen)
+        return chosen, ent
 
-    out = jax.lax.map(one, (h, targets)).swapaxes(0, 1).reshape(b, -1)[:, :n]
-    return jnp.concatenate([jnp.zeros((b, 1), out.dtype), out], axis=1)
+    def unchunk(x):
+        x = x.swapaxes(0, 1).reshape(b, -1)[:, :n]
+        return jnp.concatenate([jnp.zeros((b, 1), x.dtype), x], axis=1)
+
+    chosen, ent = jax.lax.map(one, (h, targets))
+    return (unchunk(chosen), unchunk(ent)) if with_entropy else unchunk(chosen)
 
 
 def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_bar):
@@ -61,12 +68,13 @@ def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_b
     return hidden, latents
 
 
-def policy_logprobs(model, controller, batch: dict, chunk: int = 128):
+def policy_logprobs(model, controller, batch: dict, chunk: int = 128, with_entropy: bool = False):
     """batch: tokens, attention_mask, latent_pos, h, p_bar (see rollout.collate).
-    Returns logp [B, T] of each token given its prefix, under the injected prefix."""
+    Returns logp [B, T] of each token given its prefix, under the injected prefix
+    (and the entropies [B, T] with with_entropy)."""
     hidden, _ = policy_forward(model, controller, batch["tokens"], batch["attention_mask"],
                                batch["latent_pos"], batch["h"], batch["p_bar"])
-    return token_logprobs(model, hidden, batch["tokens"], chunk)
+    return token_logprobs(model, hidden, batch["tokens"], chunk, with_entropy)
 
 
 __all__ = ["policy_forward", "policy_logprobs", "splice", "token_logprobs"]

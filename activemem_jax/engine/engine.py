@@ -220,9 +220,14 @@ class Engine:
         """Decode with other backbone weights of the same structure from now on (e.g. the
         backbone with LoRA merged in). Only while the engine is idle (between rollouts);
         cached prefixes are dropped."""
-        if self.busy_slots or self.queued:
-            raise RuntimeError("set_weights needs an idle engine (no running or queued requests)")
+        self.clear_prefix_cache()
         self._params = state
+
+    def clear_prefix_cache(self):
+        """Forget every cached prefix (idle engine only), e.g. so that a resumed training
+        run computes exactly what an uninterrupted one did."""
+        if self.busy_slots or self.queued:
+            raise RuntimeError("needs an idle engine (no running or queued requests)")
         self._history = [[] for _ in range(self.max_slots)]
 
     @property

@@ -1,0 +1,112 @@
+"""Evaluation on N-objective QA: ActiveMem against the frozen model's baselines.
+
+Variants (the ActiveMem paper's Table 7 rows on our stack):
+- `activemem`: the policy config as given (latents, tree), untrained or restored.
+- `plain`: the frozen model with MEM1's prompt and the full history (K = 0, no tree).
+- `truncate`: the same prompt and rollout pipeline with MEM1's constant context
+  (only the previous turn kept), K = 0, no tree.
+
+    rows = evaluate(model, engine, retriever, base_config, variants, n_objectives, tasks_for_n)
+    table = summarize(rows)     # {variant: {N: {em, f1, peak_tokens, ...}}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+from activemem_jax import metrics
+from activemem_jax.activemem.rollout import ActiveMem, PolicyConfig, Trajectory
+from activemem_jax.envs import MultiObjectiveQAEnv
+
+VARIANTS = {
+    "activemem": {},
+    "plain": dict(num_latents=0, use_tree=False, layout="full"),
+    "truncate": dict(num_latents=0, use_tree=False, layout="constant"),
+}
+METRICS = ("em", "f1", "peak_tokens", "dependency_length", "time_s", "turns")
+
+
+def variant_config(base: PolicyConfig, variant: str) -> PolicyConfig:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r}: choose from {sorted(VARIANTS)}")
+    return dataclasses.replace(base, **VARIANTS[variant])
+
+
+def trajectory_row(variant: str, traj: Trajectory) -> dict:
+    golds = traj.task["answers"]
+    answers = metrics.split_answers(traj.info.get("answer") or "")
+    n = len(golds)
+    f1 = (sum(metrics.f1(a, g) for a, g in zip(answers, golds)) / n) if len(answers) == n else 0.0
+    return {"variant": variant, "n_objectives": n, "task": traj.task.get("id"), "uid": traj.uid,
+            "answer": traj.info.get("answer"), "reward": traj.reward, "em": traj.reward / n, "f1": f1,
+            "peak_tokens": traj.peak_tokens, "dependency_length": traj.dependency_length,
+            "time_s": round(traj.time_s, 3), "turns": len(traj.steps),
+            "tree_actions": [s.tree_action for s in traj.steps],
+            "context_overflow": bool(traj.info.get("context_overflow", False)),
+            "responses": [s.text for s in traj.steps]}
+
+
+def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[str],
+             tasks_by_n: dict, max_turns: Callable[[int], int], *, seed: int = 0,
+             temperature: float = 0.01, restore: Optional[Callable[[ActiveMem], None]] = None,
+             on_batch: Optional[Callable[[str, int, list], None]] = None) -> list[dict]:
+    """One rollout batch per (variant, N); `restore(policy)` loads trained controller
+    params / tree into the `activemem` variant. Tree actions are greedy."""
+    rows = []
+    for variant in variants:
+        policy = ActiveMem(model, engine, variant_config(base, variant), seed=seed)
+        if restore is not None and variant == "activemem":
+            restore(policy)
+        for n, tasks in sorted(tasks_by_n.items()):
+            env = MultiObjectiveQAEnv(retriever, max_turns=max_turns(n))
+            result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature)
+            batch = [trajectory_row(variant, t) for t in result.trajectories]
+            rows += batch
+            if on_batch is not None:
+                on_batch(variant, n, batch)
+    return rows
+
+
+def summarize(rows: Sequence[dict]) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["variant"], {}).setdefault(r["n_objectives"], []).append(r)
+    return {v: {n: {"tasks": len(rs), **{m: sum(r[m] for r in rs) / len(rs) for m in METRICS},
+                    "peak_tokens_max": max(r["peak_tokens"] for r in rs)}
+                for n, rs in sorted(by_n.items())}
+            for v, by_n in out.items()}
+
+
+def format_table(summary: dict) -> str:
+    lines = [f"| variant | N | tasks | EM | F1 | peak tokens | dependency | time/traj s | turns |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for v, by_n in summary.items():
+        for n, s in by_n.items():
+            lines.append(f"| {v} | {n} | {s['tasks']} | {s['em']:.3f} | {s['f1']:.3f} | "
+                         f"{s['peak_tokens']:.0f} | {s['dependency_length']:.3g} | {s['time_s']:.1f} | "
+                         f"{s['turns']:.1f} |")
+    return "\n".join(lines)
+
+
+def plot_peak_tokens(summary: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for v, by_n in summary.items():
+        ns = sorted(by_n)
+        ax.plot(ns, [by_n[n]["peak_tokens"] for n in ns], marker="o", label=v)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("objectives per task (N)")
+    ax.set_ylabel("peak tokens (mean over tasks)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+__all__ = ["METRICS", "VARIANTS", "evaluate", "format_table", "plot_peak_tokens", "summarize",
+           "trajectory_row", "variant_config"]

@@ -1,0 +1,4 @@
+"""ActiveMem training: GRPO / SFT over the controller (and optional LoRA).
+
+    from activemem_jax.rl import grpo
+"""

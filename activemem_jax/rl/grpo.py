@@ -1,0 +1,130 @@
+"""GRPO losses and advantages (SPEC 4.5). Pure, jittable functions.
+
+    from activemem_jax.rl import grpo
+    adv = grpo.group_advantages(rewards, group_size, eps=1e-6, normalize_std=True)  # [B*G]
+    loss, metrics = grpo.policy_loss(logp, old_logp, advantages, mask, clip_eps=0.2,
+                                     clip_eps_high=None, agg="token-mean", ref_logp=None, beta=0.0)
+
+Conventions:
+- Rewards are laid out group by group: rows [g*G, (g+1)*G) are the G samples of prompt g.
+- std is the sample standard deviation (ddof = 1, as TRL and veRL compute it); a group
+  of one, or whose rewards are all equal, gets zero advantage.
+- The clipped surrogate is PPO's: max(-A r, -A clip(r, 1 - eps, 1 + eps_high)) per token.
+- KL is k3: exp(ref - logp) - (ref - logp) - 1, added per token times beta.
+- Aggregations over the masked tokens of [B, T]:
+  token-mean: sum / number of tokens; seq-mean-token-mean: the mean over sequences
+  (with at least one token) of each sequence's token mean; seq-mean-token-sum-norm
+  (Dr.GRPO): each sequence's token sum divided by the constant T, averaged over B.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def _group_stats(rewards, group_size: int, eps: float):
+    r = jnp.asarray(rewards, jnp.float32).reshape(-1, group_size)
+    mean = jnp.mean(r, axis=1)
+    if group_size > 1:
+        std = jnp.sqrt(jnp.sum((r - mean[:, None]) ** 2, axis=1) / (group_size - 1))
+    else:
+        std = jnp.zeros_like(mean)
+    return r, mean, std
+
+
+def group_advantages(rewards, group_size: int, eps: float = 1e-6, normalize_std: bool = True):
+    """A_i = (R_i - mean_G R) / (std_G R + eps) (or without the std when normalize_std
+    is False, as Dr.GRPO). rewards [B*G] -> [B*G] float32."""
+    r, mean, std = _group_stats(rewards, group_size, eps)
+    adv = r - mean[:, None]
+    if normalize_std:
+        adv = adv / (std[:, None] + eps)
+    return adv.reshape(-1)
+
+
+def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: int,
+                            lambda_h: float = 0.5, eps: float = 1e-6):
+    """Per-step advantages A_{i,t} = A_i + lambda_h * mean_{n in P_t} (U(n) - mean_G R) /
+    (std_G R + eps), where U(n) is the mean return of the group's rollouts that activated
+    node n (SPEC 4.5). rewards [E] (E = B*G, grouped); episode [S] the rollout of each
+    step; path [S, D] persistent node slots (-1 pad), num_nodes the tree capacity.
+    Returns [S] float32 (lambda_h = 0: the plain group advantage of the step's rollout)."""
+    r, mean, std = _group_stats(rewards, group_size, eps)
+    e = r.size
+    rewards = r.reshape(-1)
+    base = group_advantages(rewards, group_size, eps)[episode]
+    if lambda_h == 0.0:
+        return base
+    group = jnp.arange(e) // group_size
+    nodes = jnp.where(path >= 0, path, num_nodes)  # padding -> an extra column, dropped
+    act = jnp.zeros((e, num_nodes + 1), bool).at[episode[:, None], nodes].set(True)[:, :num_nodes]
+    act = act.astype(jnp.float32)
+    n_groups = e // group_size
+    hits = jax.ops.segment_sum(act, group, n_groups)                       # [groups, N]
+    ret = jax.ops.segment_sum(act * rewards[:, None], group, n_groups)     # [groups, N]
+    utility = ret / jnp.maximum(hits, 1.0)
+    g = group[episode]                                                     # [S]
+    score = (utility[g[:, None], jnp.maximum(path, 0)] - mean[g][:, None]) / (std[g][:, None] + eps)
+    on = path >= 0
+    node_term = jnp.sum(jnp.where(on, score, 0.0), axis=1) / jnp.maximum(jnp.sum(on, axis=1), 1)
+    return base + lambda_h * node_term
+
+
+def aggregate(per_token, mask, agg: str):
+    mask = mask.astype(jnp.float32)
+    if agg == "token-mean":
+        return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    if agg == "seq-mean-token-mean":
+        tokens = jnp.sum(mask, axis=-1)
+        seq = jnp.sum(per_token * mask, axis=-1) / jnp.maximum(tokens, 1.0)
+        has = (tokens > 0).astype(jnp.float32)
+        return jnp.sum(seq * has) / jnp.maximum(jnp.sum(has), 1.0)
+    if agg == "seq-mean-token-sum-norm":
+        return jnp.mean(jnp.sum(per_token * mask, axis=-1) / mask.shape[-1])
+    raise ValueError(f"agg={agg!r}: choose from {AGGREGATIONS}")
+
+
+def policy_loss(logp, old_logp, advantages, mask, clip_eps: float = 0.2, clip_eps_high=None,
+                agg: str = "token-mean", ref_logp=None, beta: float = 0.0):
+    """The clipped GRPO objective on the model's own tokens (mask [B, T]); advantages [B]
+    or [B, T]. Returns (loss, metrics dict)."""
+    if agg not in AGGREGATIONS:
+        raise ValueError(f"agg={agg!r}: choose from {AGGREGATIONS}")
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    adv = jnp.asarray(advantages, jnp.float32)
+    if adv.ndim == 1:
+        adv = adv[:, None]
+    adv = jnp.broadcast_to(adv, logp.shape)
+    ratio = jnp.exp(logp - old_logp)
+    unclipped = -adv * ratio
+    clipped = -adv * jnp.clip(ratio, 1.0 - clip_eps, 1.0 + high)
+    pg = jnp.maximum(unclipped, clipped)
+    per_token = pg
+    m = mask.astype(jnp.float32)
+    n = jnp.maximum(jnp.sum(m), 1.0)
+    metrics = {"pg_loss": aggregate(pg, mask, agg),
+               "clip_frac": jnp.sum((clipped > unclipped) * m) / n,
+               "ratio_mean": jnp.sum(ratio * m) / n}
+    if ref_logp is not None and beta:
+        delta = ref_logp - logp
+        kl = jnp.exp(delta) - delta - 1.0
+        per_token = per_token + beta * kl
+        metrics["kl"] = jnp.sum(kl * m) / n
+    elif ref_logp is not None:
+        delta = ref_logp - logp
+        metrics["kl"] = jnp.sum((jnp.exp(delta) - delta - 1.0) * m) / n
+    return aggregate(per_token, mask, agg), metrics
+
+
+def tree_loss(tree_logp, advantages, mask):
+    """REINFORCE for the tree head: -sum_t log pi_tree(a_t | u_t) A_{i,t} over the steps
+    where the head chose among several actions (mask [S]), averaged over those steps."""
+    m = mask.astype(jnp.float32)
+    return -jnp.sum(tree_logp * advantages * m) / jnp.maximum(jnp.sum(m), 1.0)
+
+
+__all__ = ["AGGREGATIONS", "aggregate", "group_advantages", "hierarchical_advantages", "policy_loss",
+           "tree_loss"]

@@ -1,0 +1,131 @@
+"""The jitted training step: losses over a row batch, optax update, NaN/inf guard.
+
+Trainable parameters are one pytree {"controller": nnx.State, "lora": {...} or {}}; the
+frozen backbone state is an argument, never differentiated nor updated.
+
+    opt = make_optimizer(cfg.optim)
+    step = TrainStep(model.graphdef, controller_graphdef, loss_cfg)
+    params, opt_state, metrics = step(params, opt_state, backbone_state, batch)
+
+Row batches come from `activemem.collate` plus "adv" [R] (the episode's group advantage),
+"tree_adv" [R] (the per-step hierarchical one) and "row_valid" [R].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from activemem_jax.activemem.controller import masked_log_probs
+from activemem_jax.activemem.inject import policy_logprobs
+from activemem_jax.activemem.lora import merge_lora
+from activemem_jax.rl import grpo
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    algo: str = "grpo"                 # grpo | sft
+    clip_eps: float = 0.2
+    clip_eps_high: Optional[float] = None
+    agg: str = "token-mean"
+    beta: float = 0.0                  # k3 KL to the reference policy (frozen LLM + phi_0)
+    tree_coef: float = 1.0             # weight of the tree-head term
+    lora_alpha: float = 16.0
+    chunk: int = 128                   # sequence chunk of the log-prob computation
+
+
+def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
+                   weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
+                   b2: float = 0.999) -> optax.GradientTransformation:
+    """AdamW with a linear warmup, per group learning rates, global-norm clipping."""
+    def adamw(lr):
+        schedule = optax.linear_schedule(0.0, lr, max(warmup_steps, 1)) if warmup_steps else lr
+        return optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay)
+
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.multi_transform({"controller": adamw(lr_controller), "lora": adamw(lr_lora)},
+                              lambda params: {k: k for k in params}))
+
+
+def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, entropy: bool):
+    state = merge_lora(backbone_state, params["lora"], cfg.lora_alpha) if params["lora"] else backbone_state
+    model = nnx.merge(model_gd, state)
+    ctrl = nnx.merge(ctrl_gd, params["controller"])
+    out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy)
+    logits = ctrl.tree(ctrl.shared(batch["h"], batch["p_bar"]))
+    tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
+    chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
+    return out, chosen, tree_lp
+
+
+def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig):
+    (logp, entropy), tree_logp, tree_lp = _forward(model_gd, ctrl_gd, params, backbone_state, batch,
+                                                   cfg, entropy=True)
+    mask = batch["action_mask"] & batch["row_valid"][:, None]
+    chooses = (jnp.sum(batch["tree_mask"], axis=-1) > 1) & batch["row_valid"]
+    m = mask.astype(jnp.float32)
+    metrics = {"entropy": jnp.sum(entropy * m) / jnp.maximum(jnp.sum(m), 1.0)}
+    if cfg.algo == "grpo":
+        token_loss, pm = grpo.policy_loss(logp, batch["old_logp"], batch["adv"], mask, cfg.clip_eps,
+                                          cfg.clip_eps_high, cfg.agg, batch.get("ref_logp"), cfg.beta)
+        tree_term = grpo.tree_loss(tree_logp, batch["tree_adv"], chooses)
+        metrics.update(pm)
+    elif cfg.algo == "sft":  # cross-entropy on expert tokens; tree head imitates the rule
+        token_loss = grpo.aggregate(-logp, mask, cfg.agg)
+        target_lp = jnp.take_along_axis(tree_lp, batch["tree_target"][:, None], axis=-1)[:, 0]
+        tree_term = -jnp.sum(target_lp * chooses) / jnp.maximum(jnp.sum(chooses), 1.0)
+        metrics["tree_acc"] = jnp.sum((jnp.argmax(tree_lp, -1) == batch["tree_target"]) * chooses) / \
+            jnp.maximum(jnp.sum(chooses), 1.0)
+    else:
+        raise ValueError(f"algo={cfg.algo!r}: grpo or sft")
+    loss = token_loss + cfg.tree_coef * tree_term
+    metrics.update(token_loss=token_loss, tree_loss=tree_term, loss=loss)
+    return loss, metrics
+
+
+class TrainStep:
+    """Jitted (params, opt_state, backbone_state, batch) -> (params, opt_state, metrics).
+    A non-finite loss or gradient leaves params and optimizer state untouched and sets
+    metrics["skipped"] = 1."""
+
+    def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation):
+        self.model_gd, self.ctrl_gd, self.cfg, self.optimizer = model_gd, ctrl_gd, cfg, optimizer
+        self._step = jax.jit(self._fn, donate_argnums=(0, 1))
+        self._logp = jax.jit(self._logp_fn)
+
+    def _fn(self, params, opt_state, backbone_state, batch):
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        (loss, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg)
+        grad_norm = optax.global_norm(grads)
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+
+        def apply(args):
+            p, s = args
+            updates, s = self.optimizer.update(grads, s, p)
+            return optax.apply_updates(p, updates), s
+
+        params, opt_state = jax.lax.cond(finite, apply, lambda a: a, (params, opt_state))
+        metrics.update(grad_norm=grad_norm, skipped=(~finite).astype(jnp.float32))
+        return params, opt_state, metrics
+
+    def __call__(self, params, opt_state, backbone_state, batch):
+        return self._step(params, opt_state, backbone_state, batch)
+
+    def _logp_fn(self, params, backbone_state, batch):
+        logp, _, _ = _forward(self.model_gd, self.ctrl_gd, params, backbone_state, batch, self.cfg,
+                              entropy=False)
+        return logp
+
+    def logprobs(self, params, backbone_state, batch):
+        """Token log-probs [R, T] under `params` (old policy / reference), no gradient."""
+        return self._logp(params, backbone_state, batch)
+
+
+__all__ = ["LossConfig", "TrainStep", "loss_fn", "make_optimizer"]

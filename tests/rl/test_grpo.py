@@ -1,0 +1,113 @@
+"""GRPO advantages and losses against values computed by hand (plain Python / numpy)."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from activemem_jax.rl import grpo
+
+
+def test_group_advantages_by_hand():
+    rewards = [1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 2.0]  # two groups of 4
+    adv = np.asarray(grpo.group_advantages(rewards, 4, eps=1e-6))
+    std = math.sqrt(((0.5 ** 2) * 4) / 3)  # sample std of [1, 0, 0, 1]
+    np.testing.assert_allclose(adv[:4], np.array([0.5, -0.5, -0.5, 0.5]) / (std + 1e-6), rtol=1e-6)
+    np.testing.assert_array_equal(adv[4:], 0.0)  # all equal: zero advantage
+    raw = np.asarray(grpo.group_advantages(rewards, 4, normalize_std=False))
+    np.testing.assert_allclose(raw, [0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0])
+    np.testing.assert_array_equal(np.asarray(grpo.group_advantages([3.0, 1.0], 1)), 0.0)
+    assert np.asarray(jax.jit(grpo.group_advantages, static_argnums=1)(np.ones(6), 3)).shape == (6,)
+
+
+LOGP = np.log(np.array([[0.5, 0.2, 0.9], [0.3, 0.6, 0.1]], np.float32))
+OLD = np.log(np.array([[0.4, 0.4, 0.5], [0.3, 0.2, 0.2]], np.float32))
+REF = np.log(np.array([[0.5, 0.3, 0.6], [0.4, 0.5, 0.2]], np.float32))
+MASK = np.array([[1, 1, 1], [1, 1, 0]], np.float32)
+ADV = np.array([1.0, -2.0], np.float32)
+
+
+def reference(clip=0.2, high=None, agg="token-mean", beta=0.0, ref=None, adv=ADV):
+    high = clip if high is None else high
+    per = np.zeros_like(LOGP, dtype=np.float64)
+    clipped_count = 0
+    for b in range(2):
+        for t in range(3):
+            a = adv[b] if np.ndim(adv) == 1 else adv[b, t]
+            r = math.exp(LOGP[b, t] - OLD[b, t])
+            u, c = -a * r, -a * min(max(r, 1 - clip), 1 + high)
+            per[b, t] = max(u, c)
+            clipped_count += MASK[b, t] * (c > u)
+            if beta:
+                d = REF[b, t] - LOGP[b, t]
+                per[b, t] += beta * (math.exp(d) - d - 1)
+    if agg == "token-mean":
+        loss = (per * MASK).sum() / MASK.sum()
+    elif agg == "seq-mean-token-mean":
+        loss = np.mean([(per[b] * MASK[b]).sum() / MASK[b].sum() for b in range(2)])
+    else:
+        loss = np.mean([(per[b] * MASK[b]).sum() / 3 for b in range(2)])
+    return loss, clipped_count / MASK.sum()
+
+
+@pytest.mark.parametrize("agg", grpo.AGGREGATIONS)
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_policy_loss_by_hand(agg, beta):
+    loss, m = grpo.policy_loss(LOGP, OLD, ADV, MASK, clip_eps=0.2, agg=agg,
+                               ref_logp=REF if beta else None, beta=beta)
+    want, clip_frac = reference(agg=agg, beta=beta)
+    np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+    np.testing.assert_allclose(float(m["clip_frac"]), clip_frac, rtol=1e-6)
+    if beta:
+        assert float(m["kl"]) > 0
+
+
+def test_clipping_is_active_on_both_sides_and_asymmetric_clip():
+    # ratios: row 0 (A > 0): 1.25, 0.5, 1.8 -> high side clips at 1.2 for t=0, t=2;
+    # row 1 (A < 0): 1.0, 3.0 -> the max picks the clipped value where it is larger
+    want, frac = reference(clip=0.2)
+    assert 0 < frac < 1
+    ratio = np.exp(LOGP - OLD)
+    assert (ratio[0] > 1.2).any() and (ratio[0] < 0.8).any()  # both sides present
+    loss, m = grpo.policy_loss(LOGP, OLD, ADV, MASK, clip_eps=0.2, clip_eps_high=0.28)
+    want_high, _ = reference(clip=0.2, high=0.28)
+    np.testing.assert_allclose(float(loss), want_high, rtol=1e-5)
+    assert not np.isclose(want, want_high)
+    token_adv = np.array([[1.0, 0.5, -1.0], [2.0, -0.5, 0.0]], np.float32)
+    loss, _ = grpo.policy_loss(LOGP, OLD, token_adv, MASK)
+    np.testing.assert_allclose(float(loss), reference(adv=token_adv)[0], rtol=1e-5)
+
+
+def test_unknown_aggregation_is_refused():
+    with pytest.raises(ValueError, match="agg"):
+        grpo.policy_loss(LOGP, OLD, ADV, MASK, agg="sum")
+
+
+def test_hierarchical_advantages_by_hand():
+    rewards = np.array([1.0, 0.0, 0.0, 3.0], np.float32)  # two groups of 2
+    episode = np.array([0, 0, 1, 2, 3], np.int32)
+    path = np.array([[1, 2], [1, -1], [1, -1], [4, -1], [-1, -1]], np.int32)
+    got = np.asarray(grpo.hierarchical_advantages(rewards, 2, episode, path, num_nodes=8,
+                                                  lambda_h=0.5, eps=1e-6))
+    # group 0: R = [1, 0], mean 0.5, std sqrt(0.5); node 1 activated by both: U = 0.5;
+    # node 2 only by rollout 0: U = 1
+    s0 = math.sqrt(0.5) + 1e-6
+    a0, a1 = 0.5 / s0, -0.5 / s0
+    u1, u2 = (0.5 - 0.5) / s0, (1.0 - 0.5) / s0
+    # group 1: R = [0, 3], mean 1.5, std sqrt(4.5); node 4 by rollout 2: U = 0
+    s1 = math.sqrt(4.5) + 1e-6
+    a2, a3 = -1.5 / s1, 1.5 / s1
+    u4 = (0.0 - 1.5) / s1
+    want = [a0 + 0.5 * (u1 + u2) / 2, a0 + 0.5 * u1, a1 + 0.5 * u1, a2 + 0.5 * u4, a3]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    flat = np.asarray(grpo.hierarchical_advantages(rewards, 2, episode, path, 8, lambda_h=0.0))
+    np.testing.assert_allclose(flat, [a0, a0, a1, a2, a3], rtol=1e-5)
+
+
+def test_tree_loss_by_hand():
+    logp = np.array([-0.5, -1.0, 0.0], np.float32)
+    adv = np.array([2.0, -1.0, 5.0], np.float32)
+    mask = np.array([1, 1, 0], np.float32)
+    np.testing.assert_allclose(float(grpo.tree_loss(logp, adv, mask)), -(-1.0 + 1.0) / 2)
+    np.testing.assert_allclose(float(grpo.tree_loss(logp, adv, np.array([1, 0, 0]))), 1.0)
