@@ -33,6 +33,7 @@ INSTALL_REQUIRES = [
     "openpyxl>=3.1",
     "beautifulsoup4>=4.12",
     "matplotlib>=3.8",  # evaluation plots (PNG)
+    "tensorboardX>=2.6",  # training event files (no TensorFlow needed)
 ]
 
 DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]

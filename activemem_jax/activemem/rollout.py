@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import flax.struct
 import jax
@@ -122,6 +122,12 @@ class RolloutResult:
     committed: bool = flax.struct.field(pytree_node=False, default=False)
 
 
+@dataclasses.dataclass
+class _Scripted:
+    token_ids: list
+    logprobs: list
+
+
 def repeat_tasks(tasks: Sequence[dict], group_size: int) -> list[dict]:
     """Each task G times in a row (a GRPO group per prompt)."""
     return [t for t in tasks for _ in range(group_size)]
@@ -170,7 +176,11 @@ class ActiveMem:
     # ---------------------------------------------------------------- rollout
     def rollout(self, env, tasks: Sequence[dict], *, seed: int = 0, greedy: bool = False,
                 uids: Optional[Sequence[int]] = None, commit: bool = True,
-                temperature: Optional[float] = None) -> RolloutResult:
+                temperature: Optional[float] = None, tree_rule: bool = False,
+                responder: Optional[Callable[[int, int], str]] = None) -> RolloutResult:
+        """Roll out `tasks` in lockstep. greedy: argmax tree actions; tree_rule: the
+        threshold rule's tree actions (SFT); responder(episode, turn) -> text replaces the
+        model's generation (scripted / expert turns; their log-probs are recorded as 0)."""
         c, eng = self.config, self.engine
         e = len(tasks)
         if e == 0:
@@ -189,7 +199,7 @@ class ActiveMem:
         paths = []
         start = time.perf_counter()
         base_key = jax.random.PRNGKey(seed)
-        scfg = dataclasses.replace(c.step_config, greedy=greedy)
+        scfg = dataclasses.replace(c.step_config, greedy=greedy, rule=tree_rule)
         turn = 0
         while not all(done):
             live = [i for i in range(e) if not done[i]]
@@ -213,7 +223,7 @@ class ActiveMem:
             paths.append(out.path)
             out = jax.device_get(out)
             handles = {}
-            for i in live:
+            for i in live if responder is None else ():
                 p = prompts[i]
                 params = SamplingParams(temperature=temperature, top_p=c.top_p,
                                         max_tokens=c.max_tokens, stop=c.stop,
@@ -222,10 +232,19 @@ class ActiveMem:
                 handles[i] = eng.submit(p.ids, params, latents=lat,
                                         latent_positions=p.latent_pos if c.num_latents else None)
             texts = [""] * e
-            outputs = {i: handles[i].result() for i in live}
-            for i in live:
-                texts[i] = _cut_at_stop(self.model.tokenizer.decode(outputs[i].token_ids,
-                                                                    skip_special_tokens=True), c.stop)
+            if responder is None:
+                outputs = {i: handles[i].result() for i in live}
+                for i in live:
+                    texts[i] = _cut_at_stop(self.model.tokenizer.decode(outputs[i].token_ids,
+                                                                        skip_special_tokens=True), c.stop)
+            else:
+                outputs = {}
+                for i in live:
+                    texts[i] = responder(i, turn)
+                    ids = self.model.tokenizer(texts[i], add_special_tokens=False)["input_ids"]
+                    eos = self.model.tokenizer.eos_token_id
+                    ids = list(ids) + ([eos] if eos is not None else [])  # the expert ends its turn
+                    outputs[i] = _Scripted(ids, [0.0] * len(ids))
             obs, rewards, dones, infos = env.step(texts)
             now = time.perf_counter() - start
             for i in live:

@@ -29,6 +29,8 @@ class StepConfig:
     tau_stop: float = 0.5
     tau_merge: float = 0.9
     greedy: bool = False        # argmax tree actions (evaluation)
+    rule: bool = False          # the threshold rule instead of the head (SFT targets):
+                                # insert when the path is empty, else update the leaf
 
 
 @flax.struct.dataclass
@@ -80,7 +82,10 @@ def controller_step(graphdef, params, overlays, logs, h, keys, live, cfg: StepCo
     out = controller(h, p_bar)
     mask = jax.vmap(lambda t, lg, p, v: _allowed(t, lg, p, v, cfg))(overlays, logs, path, out.insert_vec)
     logp_all = masked_log_probs(out.tree_logits, mask)
-    if cfg.greedy:
+    if cfg.rule:
+        want = jnp.where(path.length > 0, UPDATE, INSERT)
+        action = jnp.where(jnp.take_along_axis(mask, want[:, None], axis=-1)[:, 0], want, 0)
+    elif cfg.greedy:
         action = jnp.argmax(logp_all, axis=-1)
     else:
         action = jax.vmap(jax.random.categorical)(keys, logp_all)

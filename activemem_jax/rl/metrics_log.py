@@ -1,0 +1,62 @@
+"""Training metrics: JSONL (always), TensorBoard event files (tensorboardX), and a rich
+progress bar on a terminal (plain log lines otherwise)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
+SHOWN = ("reward_mean", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree_size", "time_step")
+
+
+class MetricsLog:
+    def __init__(self, out_dir: str, tensorboard: bool = True):
+        os.makedirs(out_dir, exist_ok=True)
+        self.path = os.path.join(out_dir, "metrics.jsonl")
+        self._file = open(self.path, "a")
+        self._tb = None
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(os.path.join(out_dir, "tensorboard"))
+
+    def write(self, metrics: dict) -> None:
+        self._file.write(json.dumps({k: _plain(v) for k, v in metrics.items()}) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            step = int(metrics["step"])
+            for k, v in metrics.items():
+                if k != "step" and isinstance(_plain(v), (int, float)):
+                    self._tb.add_scalar(f"train/{k}", float(v), step)
+            self._tb.flush()
+
+    @contextlib.contextmanager
+    def progress(self, total: int, start: int = 0):
+        def line(m):
+            return "  ".join(f"{k} {m[k]:.4g}" for k in SHOWN if k in m)
+
+        if not sys.stderr.isatty():
+            yield lambda m: log.warning("step %d/%d  %s", m["step"], total, line(m))
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      TextColumn("{task.description}")) as bar:
+            task = bar.add_task("", total=total, completed=start)
+            yield lambda m: bar.update(task, completed=m["step"], description=line(m))
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _plain(v):
+    try:
+        return v.item()
+    except AttributeError:
+        return v

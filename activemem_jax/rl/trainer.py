@@ -1,0 +1,306 @@
+"""The ActiveMem trainer: rollout -> rewards -> advantages -> PPO-style epochs (GRPO), or
+expert trajectories -> cross-entropy (SFT). Config-driven (see configs/activemem_*.py).
+
+    trainer = Trainer(cfg)            # loads the backbone, engine, policy; resumes if it can
+    trainer.train()                   # cfg.train.steps steps, checkpoints, metrics
+    trainer.close()
+
+Everything heavy is jitted: the rollout's controller step, the engine's prefill/decode,
+the update (`rl.update.TrainStep`). Rows (one per agent turn) are padded to a fixed
+mini-batch of `train.mini_batch_rows` rows and a power-of-two length, so compiles are
+few. Resuming restores params, optimizer state, tree, data iterator and step; rollout
+seeds depend on (seed, step) only, so a resumed run repeats an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from activemem_jax.activemem import ActiveMem, PolicyConfig, collate, init_lora, merge_lora, repeat_tasks
+from activemem_jax.rl import grpo
+from activemem_jax.rl.checkpoints import Checkpoints
+from activemem_jax.rl.metrics_log import MetricsLog
+from activemem_jax.rl.update import LossConfig, TrainStep, make_optimizer
+
+log = logging.getLogger(__name__)
+
+
+def _bucket(n: int, lo: int = 64) -> int:
+    """Row length: a power of two up to 512, then a multiple of 256 (few compiles, little padding)."""
+    b = lo
+    while b < n and b < 512:
+        b *= 2
+    return b if b >= n else -(-n // 256) * 256
+
+
+def build_tasks(cfg, model):
+    """(train tasks, env factory, expert search or None) for cfg.data."""
+    d = cfg.data
+    if d.name == "synthetic":
+        from activemem_jax.data import synthetic_world
+        from activemem_jax.data.retrieval import BM25Retriever
+        from activemem_jax.envs import MultiObjectiveQAEnv
+
+        world = synthetic_world.generate(seed=d.seed, n_entities=d.n_entities)
+        retriever = BM25Retriever(world.documents)
+        tasks = []
+        for n in d.n_objectives:
+            tasks += synthetic_world.make_tasks(world, d.split, n, d.n_tasks, seed=d.seed)
+        return tasks, (lambda: MultiObjectiveQAEnv(retriever, max_turns=d.max_turns)), retriever
+    if d.name == "first_token":
+        from activemem_jax.envs import FirstTokenEnv
+
+        vocab = model.config.vocab_size
+        tasks = [{"id": f"ft-{i}", "prompt": p} for i, p in enumerate(d.prompts)]
+        if d.target_words:  # reward: the response starts with one of these words
+            tok = model.tokenizer
+            targets = {tok(v, add_special_tokens=False)["input_ids"][0]
+                       for w in d.target_words for v in (w, " " + w)}
+            predicate = targets.__contains__
+        else:  # reward: the first token's id is in the lowest `fraction` of the vocabulary
+            predicate = lambda t: t < vocab * d.fraction  # noqa: E731
+        return tasks, (lambda: FirstTokenEnv(model.tokenizer, predicate)), None
+    raise ValueError(f"data.name={d.name!r}: synthetic or first_token")
+
+
+class Trainer:
+    def __init__(self, cfg, *, model=None, engine=None):
+        from activemem_jax.data.loaders import grain_dataset
+        from activemem_jax.engine import Engine
+        from activemem_jax.models import load_pretrained
+        from activemem_jax.sharding import make_mesh
+
+        self.cfg = cfg
+        t = cfg.train
+        if t.algo not in ("grpo", "sft"):
+            raise ValueError(f"train.algo={t.algo!r}: grpo or sft")
+        if t.mini_batch_rows < 1 or t.group_size < 1 or t.prompts_per_step < 1:
+            raise ValueError("train.mini_batch_rows, group_size and prompts_per_step must be >= 1")
+        if t.algo == "grpo" and t.group_size < 2:
+            raise ValueError("GRPO needs train.group_size >= 2 (advantages are relative to the group)")
+        if model is None:
+            m = cfg.mesh
+            mesh = make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
+            model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype, mesh=mesh,
+                                    rules=dict(cfg.sharding.rules) if "sharding" in cfg else None,
+                                    remat=cfg.model.remat)
+        self.model = model
+        self.mesh = model.mesh
+        self._own_engine = engine is None
+        self.engine = engine or Engine(model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
+        self.policy = ActiveMem(model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()), seed=cfg.seed)
+        self.tasks, self.make_env, self.search = build_tasks(cfg, model)
+        self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
+                                       process_index=jax.process_index(), process_count=jax.process_count(),
+                                       drop_remainder=True).repeat().to_iter_dataset()) \
+            if len(self.tasks) >= t.prompts_per_step else None
+        if self.data is None:
+            raise ValueError(f"{len(self.tasks)} training tasks; train.prompts_per_step is {t.prompts_per_step}")
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        lora = {}
+        if cfg.lora.rank:
+            lora = init_lora(model.state, cfg.lora.rank, tuple(cfg.lora.targets), jax.random.PRNGKey(cfg.seed))
+        self.params = jax.device_put({"controller": self.policy.params, "lora": lora}, replicated)
+        self.ref_params = jax.tree.map(jnp.copy, self.params)  # phi_0 (and zero LoRA): the reference
+        o = cfg.optim
+        self.optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay,
+                                        o.max_grad_norm)
+        self.opt_state = jax.device_put(self.optimizer.init(self.params), replicated)
+        self.loss_cfg = LossConfig(algo=t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
+                                   agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
+                                   lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk)
+        self.update = TrainStep(model.graphdef, self.policy.graphdef, self.loss_cfg, self.optimizer)
+        self.step = 0
+        self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,
+                                async_save=cfg.checkpoint.async_save)
+        if cfg.checkpoint.resume and self.ckpt.latest_step() is not None:
+            self._restore()
+        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard)
+        self._sync_policy()
+
+    # ------------------------------------------------------------------ state
+    def _sync_policy(self):
+        self.policy.params = self.params["controller"]
+        if self.params["lora"]:
+            self.engine.set_weights(merge_lora(self.model.state, self.params["lora"], self.cfg.lora.alpha))
+
+    def _meta(self) -> dict:
+        return {"step": self.step, "data": _jsonable(self.data.get_state()), "seed": self.cfg.seed,
+                "lora_alpha": float(self.cfg.lora.alpha), "algo": self.cfg.train.algo}
+
+    def save(self):
+        self.ckpt.save(self.step, self.params, self.opt_state, self.policy.tree, self._meta())
+
+    def _restore(self):
+        out = self.ckpt.restore(self.params, self.opt_state, self.policy.tree)
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.params = jax.device_put(out["params"], replicated)
+        self.opt_state = jax.device_put(out["opt_state"], replicated)
+        self.policy.tree = out["tree"]
+        self.step = int(out["meta"]["step"])
+        self.data.set_state(_from_jsonable(out["meta"]["data"]))
+        log.info("resumed from %s at step %d", self.ckpt.directory, self.step)
+
+    # ------------------------------------------------------------------ one step
+    def _rows(self, result, adv_rows, tree_adv_rows, extra=None) -> dict:
+        t = self.cfg.train
+        k = self.policy.config.num_latents
+        longest = max(len(s.prompt_ids) + len(s.response_ids) for tr in result.trajectories for s in tr.steps)
+        batch = collate(result.trajectories, k, max_len=_bucket(longest))
+        r = batch["tokens"].shape[0]
+        batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
+        batch["row_valid"] = np.ones((r,), bool)
+        if extra:
+            batch.update(extra)
+        mb = t.mini_batch_rows
+        total = -(-r // mb) * mb
+        padded = {key: np.concatenate([v, np.zeros((total - r,) + v.shape[1:], v.dtype)]) for key, v in batch.items()}
+        padded["latent_pos"][r:] = -1
+        return padded
+
+    def _shard(self, batch: dict) -> dict:
+        axes = tuple(a for a in ("data", "fsdp") if self.mesh.shape[a] > 1)
+        size = int(np.prod([self.mesh.shape[a] for a in axes])) if axes else 1
+
+        def put(x):
+            spec = PartitionSpec(axes or None) if x.shape[0] % size == 0 else PartitionSpec()
+            return jax.device_put(x, NamedSharding(self.mesh, spec))
+
+        return {k: put(v) for k, v in batch.items() if k not in ("episode", "reward", "path")}
+
+    def rollout(self):
+        t = self.cfg.train
+        tasks = next(self.data)
+        group = repeat_tasks(tasks, t.group_size)
+        uids = [self.step * len(group) + i for i in range(len(group))]
+        env = self.make_env()
+        self.engine.clear_prefix_cache()
+        if t.algo == "sft":
+            return self._expert_rollout(env, group, uids), group
+        return self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids,
+                                   temperature=self.policy.config.temperature), group
+
+    def _expert_rollout(self, env, group, uids):
+        from activemem_jax.data.oracle import expert_actions
+
+        if self.search is None:
+            raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
+        k = self.cfg.data.retrieval_topk
+        scripts = [expert_actions(task, lambda q, n: self.search.search(q, n), k) for task in group]
+        return self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
+                                   responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
+
+    def train_step(self) -> dict:
+        t = self.cfg.train
+        t0 = time.perf_counter()
+        result, group = self.rollout()
+        t1 = time.perf_counter()
+        rewards = np.asarray([tr.reward for tr in result.trajectories], np.float32)
+        episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
+        paths = np.stack([s.path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
+        extra = {}
+        if t.algo == "grpo":
+            adv = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps, t.normalize_std))
+            tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths,
+                                                               self.policy.config.capacity, t.lambda_h, t.adv_eps))
+            adv_rows = adv[episode]
+        else:
+            adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
+            extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
+                                              np.int32)
+        batch = self._rows(result, adv_rows, tree_adv, extra)
+        rows = batch["tokens"].shape[0]
+        mb = t.mini_batch_rows
+        device_batch = self._shard(batch)
+        state = self.model.state
+        chunks = [jax.tree.map(lambda x: x[i:i + mb], device_batch) for i in range(0, rows, mb)]
+        if t.algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
+            for c in chunks:
+                c["old_logp"] = self.update.logprobs(self.params, state, c)
+                if t.beta:
+                    c["ref_logp"] = self.update.logprobs(self.ref_params, state, c)
+        t2 = time.perf_counter()
+        sums: dict = {}
+        n_updates = 0
+        for epoch in range(t.ppo_epochs):
+            order = np.random.default_rng([self.cfg.seed, self.step, epoch]).permutation(len(chunks))
+            for j in order:
+                self.params, self.opt_state, m = self.update(self.params, self.opt_state, state, chunks[j])
+                for key, v in m.items():
+                    sums[key] = sums.get(key, 0.0) + float(v)
+                n_updates += 1
+        self._sync_policy()
+        t3 = time.perf_counter()
+        self.step += 1
+        tree = self.policy.tree
+        valid = np.asarray(tree.valid)
+        generated = int(batch["action_mask"].sum())
+        metrics = {key: v / max(n_updates, 1) for key, v in sums.items()}
+        metrics.update(
+            step=self.step, reward_mean=float(rewards.mean()), reward_std=float(rewards.std()),
+            em=float(np.mean([tr.reward / max(len(tr.task.get("answers", [0])), 1)
+                              for tr in result.trajectories])),
+            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)),
+            tree_size=int(valid.sum()) - 1, tree_depth=int(np.asarray(tree.depth)[valid].max()),
+            tokens_per_s=(generated + int(batch["attention_mask"].sum())) / max(t3 - t0, 1e-9),
+            generated_tokens=generated, time_rollout=t1 - t0, time_reference=t2 - t1,
+            time_update=t3 - t2, time_step=t3 - t0)
+        return metrics
+
+    # ------------------------------------------------------------------ loop
+    def train(self, steps: Optional[int] = None) -> list[dict]:
+        steps = self.cfg.train.steps if steps is None else steps
+        history = []
+        with self.metrics.progress(total=steps, start=self.step) as advance:
+            while self.step < steps:
+                m = self.train_step()
+                if m["skipped"]:
+                    log.warning("step %d: %d update(s) skipped (non-finite loss or gradient)",
+                                self.step, int(m["skipped"]))
+                self.metrics.write(m)
+                advance(m)
+                history.append(m)
+                if self.step % self.cfg.checkpoint.every == 0 or self.step == steps:
+                    self.save()
+        self.ckpt.wait()
+        return history
+
+    def close(self):
+        self.ckpt.close()
+        self.metrics.close()
+        if self._own_engine:
+            self.engine.close()
+
+
+def _jsonable(state):
+    """grain iterator states may hold bytes; JSON needs text."""
+    if isinstance(state, bytes):
+        return {"__bytes__": state.hex()}
+    if isinstance(state, dict):
+        return {k: _jsonable(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return [_jsonable(v) for v in state]
+    if isinstance(state, (np.integer,)):
+        return int(state)
+    return state
+
+
+def _from_jsonable(state):
+    if isinstance(state, dict):
+        if set(state) == {"__bytes__"}:
+            return bytes.fromhex(state["__bytes__"])
+        return {k: _from_jsonable(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_from_jsonable(v) for v in state]
+    return state
+
+
+__all__ = ["Trainer", "build_tasks"]

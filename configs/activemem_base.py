@@ -1,0 +1,57 @@
+"""Shared defaults of every ActiveMem training config (paper 6.1 hyperparameters).
+
+Each launch config calls `base_config()` and overrides what differs. Ablations are
+overrides on the command line (or in a config):
+  w/o HLMT                    --config.policy.use_tree=False
+  w/o latent injection        --config.policy.num_latents=0
+  w/o tree action head        --config.policy.tree_actions=False
+  w/o merge/delete            --config.policy.maintenance=False
+  w/o hierarchical advantage  --config.train.lambda_h=0.0
+  K in {2, 4, 8}              --config.policy.num_latents=8
+"""
+
+import dataclasses
+
+import ml_collections
+
+from activemem_jax.activemem.rollout import PolicyConfig
+from activemem_jax.sharding import DEFAULT_RULES
+
+
+def policy_defaults(**overrides) -> ml_collections.ConfigDict:
+    d = {f.name: getattr(PolicyConfig(), f.name) for f in dataclasses.fields(PolicyConfig)}
+    d.update(overrides)
+    return ml_collections.ConfigDict(d)
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.out_dir = "runs/activemem"
+    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="bfloat16", remat=True))
+    c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1: all remaining devices
+    c.sharding = ml_collections.ConfigDict(dict(rules=dict(DEFAULT_RULES)))
+    c.engine = ml_collections.ConfigDict(dict(max_slots=64, max_len=8192))
+    c.policy = policy_defaults(num_latents=4, capacity=4096, max_tokens=512, temperature=1.0)
+    c.lora = ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=("q_proj", "v_proj")))
+    c.data = ml_collections.ConfigDict(dict(
+        name="synthetic",          # synthetic | first_token (pipeline sanity check)
+        seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,
+        retrieval_topk=3, prompts=(), target_words=(), fraction=0.5))  # first_token: see rl.trainer
+    c.train = ml_collections.ConfigDict(dict(
+        algo="grpo",               # grpo | sft
+        steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
+        mini_batch_rows=64, ppo_epochs=1,
+        clip_eps=0.2, clip_eps_high=0.0,               # 0: symmetric clipping
+        agg="token-mean",          # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
+        beta=0.0,                  # k3 KL to the reference (frozen LLM + initial controller)
+        tree_coef=1.0, lambda_h=0.5, adv_eps=1e-6, normalize_std=True, logprob_chunk=128))
+    c.optim = ml_collections.ConfigDict(dict(
+        lr_controller=1e-5, lr_lora=1e-6, warmup_steps=50, weight_decay=0.0, max_grad_norm=1.0))
+    c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True))
+    c.log = ml_collections.ConfigDict(dict(tensorboard=True))
+    c.eval = ml_collections.ConfigDict(dict(enabled=False, n_objectives=(1, 2), n_tasks=4, split="test",
+                                            turns_per_objective=2, extra_turns=1, max_turns_cap=8))
+    c.distributed = ml_collections.ConfigDict(dict(
+        coordinator_address="", num_processes=1, process_id=-1))  # empty: single process / auto
+    return c

@@ -1,0 +1,17 @@
+"""ActiveMem GRPO on Qwen2.5-1.5B-Instruct (the paper's main backbone), 2-objective QA.
+
+    python -m launch.train --config configs/activemem_qwen2_5_1_5b.py \
+        --config.model.path=/data/models/Qwen2.5-1.5B-Instruct --config.policy.num_latents=8
+K in {2, 4, 8}: --config.policy.num_latents. Paper 6.1: rollout and mini-batch 64,
+lr 1e-5 (controller) / 1e-6 (LoRA), 50 warmup steps, temperature 1.0 (eval 0.01).
+"""
+
+from configs.activemem_base import base_config
+
+
+def get_config():
+    c = base_config()
+    c.out_dir = "runs/activemem_qwen2_5_1_5b"
+    c.model.path = "/path/to/Qwen2.5-1.5B-Instruct"  # a local Hugging Face directory
+    c.mesh.update(data=1, fsdp=-1, tensor=1)
+    return c

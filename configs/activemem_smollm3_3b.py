@@ -1,0 +1,13 @@
+"""ActiveMem GRPO on SmolLM3-3B, 2-objective QA (paper setup, K via --config.policy.num_latents).
+
+    python -m launch.train --config configs/activemem_smollm3_3b.py --config.model.path=/data/SmolLM3-3B
+"""
+
+from configs.activemem_base import base_config
+
+
+def get_config():
+    c = base_config()
+    c.out_dir = "runs/activemem_smollm3_3b"
+    c.model.path = "/path/to/SmolLM3-3B"
+    return c
