@@ -58,6 +58,22 @@ def token_logprobs(model, hidden, tokens, chunk: int = 128, with_entropy: bool =
     return (unchunk(chosen), unchunk(ent)) if with_entropy else unchunk(chosen)
 
 
+def response_logprobs(model, hidden, tokens, positions, chunk: int = 128, with_entropy: bool = False):
+    """Like `token_logprobs`, only at `positions` [B, A] (the response tokens; -1 = pad):
+    log p(tokens[b, p] | tokens[b, < p]) as [B, A], computing the vocabulary projection
+    for those A positions only (responses are a small part of a long prompt)."""
+    pos = jnp.maximum(positions, 1)
+    h = jnp.take_along_axis(hidden, (pos - 1)[..., None], axis=1)           # [B, A, D]
+    targets = jnp.take_along_axis(tokens, pos, axis=1)                      # [B, A]
+    # token_logprobs scores token t with hidden t - 1: shift the targets right by one
+    padded = jnp.concatenate([h, h[:, :1]], axis=1)
+    out = token_logprobs(model, padded, jnp.concatenate([targets[:, :1], targets], axis=1), chunk,
+                         with_entropy)
+    if with_entropy:
+        return out[0][:, 1:], out[1][:, 1:]
+    return out[:, 1:]
+
+
 def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_bar):
     """The backbone over tokens [B, T] with m_t = controller(h, p_bar) spliced in at
     latent_pos [B, K]. Returns (hidden [B, T, D], latents [B, K, D])."""
@@ -69,12 +85,14 @@ def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_b
 
 
 def policy_logprobs(model, controller, batch: dict, chunk: int = 128, with_entropy: bool = False):
-    """batch: tokens, attention_mask, latent_pos, h, p_bar (see rollout.collate).
-    Returns logp [B, T] of each token given its prefix, under the injected prefix
-    (and the entropies [B, T] with with_entropy)."""
+    """batch: tokens, attention_mask, latent_pos, h, p_bar (see rollout.collate), and
+    optionally resp_pos [B, A]. Returns logp [B, T] of each token given its prefix, under
+    the injected prefix, or [B, A] at resp_pos (and the entropies with with_entropy)."""
     hidden, _ = policy_forward(model, controller, batch["tokens"], batch["attention_mask"],
                                batch["latent_pos"], batch["h"], batch["p_bar"])
+    if "resp_pos" in batch:  # only the response positions: [B, A]
+        return response_logprobs(model, hidden, batch["tokens"], batch["resp_pos"], chunk, with_entropy)
     return token_logprobs(model, hidden, batch["tokens"], chunk, with_entropy)
 
 
-__all__ = ["policy_forward", "policy_logprobs", "splice", "token_logprobs"]
+__all__ = ["policy_forward", "policy_logprobs", "response_logprobs", "splice", "token_logprobs"]

@@ -323,10 +323,12 @@ class ActiveMem:
 
 
 def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optional[int] = None,
-            pad_to: int = 64) -> dict:
+            pad_to: int = 64, resp_len: Optional[int] = None) -> dict:
     """One training row per turn: prompt + response ids, right-padded to a multiple of
     `pad_to` (or max_len). action_mask marks the model's own tokens (the response);
-    old_logp holds the rollout's log-probs at those positions."""
+    old_logp holds the rollout's log-probs at those positions. The compact response view:
+    resp_pos [n, A] (token positions, -1 pad), resp_mask, resp_old_logp, with A = resp_len
+    or the next power of two of the longest response."""
     steps = [(i, s) for i, t in enumerate(trajectories) for s in t.steps]
     if not steps:
         raise ValueError("no steps to collate")
@@ -336,6 +338,10 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
         raise ValueError(f"a turn has {longest} tokens; max_len is {t_len}")
     n, k = len(steps), num_latents
     d = steps[0][1].h.shape[-1]
+    longest_resp = max(len(s.response_ids) for _, s in steps)
+    a = resp_len or 1 << max(longest_resp - 1, 0).bit_length()
+    if longest_resp > a:
+        raise ValueError(f"a response has {longest_resp} tokens; resp_len is {a}")
     out = {"tokens": np.zeros((n, t_len), np.int32), "attention_mask": np.zeros((n, t_len), bool),
            "action_mask": np.zeros((n, t_len), bool), "old_logp": np.zeros((n, t_len), np.float32),
            "latent_pos": np.full((n, k), -1, np.int32), "h": np.zeros((n, d), np.float32),
@@ -343,13 +349,18 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
            "tree_logp": np.zeros((n,), np.float32), "tree_mask": np.zeros((n, 3), bool),
            "path": np.stack([s.path for _, s in steps]).astype(np.int32),
            "episode": np.asarray([i for i, _ in steps], np.int32),
-           "reward": np.asarray([trajectories[i].reward for i, _ in steps], np.float32)}
+           "reward": np.asarray([trajectories[i].reward for i, _ in steps], np.float32),
+           "resp_pos": np.full((n, a), -1, np.int32), "resp_mask": np.zeros((n, a), bool),
+           "resp_old_logp": np.zeros((n, a), np.float32)}
     for row, (_, s) in enumerate(steps):
         p, r = len(s.prompt_ids), len(s.response_ids)
         out["tokens"][row, :p + r] = s.prompt_ids + s.response_ids
         out["attention_mask"][row, :p + r] = True
         out["action_mask"][row, p:p + r] = True
         out["old_logp"][row, p:p + r] = s.response_logprobs
+        out["resp_pos"][row, :r] = np.arange(p, p + r)
+        out["resp_mask"][row, :r] = True
+        out["resp_old_logp"][row, :r] = s.response_logprobs
         out["latent_pos"][row, :len(s.latent_pos)] = s.latent_pos[:k]
         out["h"][row], out["p_bar"][row] = s.h, s.p_bar
         out["tree_action"][row], out["tree_logp"][row] = s.tree_action, s.tree_logp

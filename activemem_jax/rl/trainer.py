@@ -164,6 +164,7 @@ class Trainer:
         total = -(-r // mb) * mb
         padded = {key: np.concatenate([v, np.zeros((total - r,) + v.shape[1:], v.dtype)]) for key, v in batch.items()}
         padded["latent_pos"][r:] = -1
+        padded["resp_pos"][r:] = -1
         return padded
 
     def _shard(self, batch: dict) -> dict:
@@ -174,7 +175,8 @@ class Trainer:
             spec = PartitionSpec(axes or None) if x.shape[0] % size == 0 else PartitionSpec()
             return jax.device_put(x, NamedSharding(self.mesh, spec))
 
-        return {k: put(v) for k, v in batch.items() if k not in ("episode", "reward", "path")}
+        skip = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp")
+        return {k: put(v) for k, v in batch.items() if k not in skip}
 
     def rollout(self):
         t = self.cfg.train
@@ -242,7 +244,7 @@ class Trainer:
         self.step += 1
         tree = self.policy.tree
         valid = np.asarray(tree.valid)
-        generated = int(batch["action_mask"].sum())
+        generated = int(batch["resp_mask"].sum())
         metrics = {key: v / max(n_updates, 1) for key, v in sums.items()}
         metrics.update(
             step=self.step, reward_mean=float(rewards.mean()), reward_std=float(rewards.std()),

@@ -8,7 +8,8 @@ frozen backbone state is an argument, never differentiated nor updated.
     params, opt_state, metrics = step(params, opt_state, backbone_state, batch)
 
 Row batches come from `activemem.collate` plus "adv" [R] (the episode's group advantage),
-"tree_adv" [R] (the per-step hierarchical one) and "row_valid" [R].
+"tree_adv" [R] (the per-step hierarchical one) and "row_valid" [R]. Losses read the
+compact response view (resp_pos / resp_mask [R, A]); "old_logp" and "ref_logp" are [R, A].
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
 def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig):
     (logp, entropy), tree_logp, tree_lp = _forward(model_gd, ctrl_gd, params, backbone_state, batch,
                                                    cfg, entropy=True)
-    mask = batch["action_mask"] & batch["row_valid"][:, None]
+    mask = batch["resp_mask"] & batch["row_valid"][:, None]
     chooses = (jnp.sum(batch["tree_mask"], axis=-1) > 1) & batch["row_valid"]
     m = mask.astype(jnp.float32)
     metrics = {"entropy": jnp.sum(entropy * m) / jnp.maximum(jnp.sum(m), 1.0)}
@@ -103,7 +104,7 @@ class TrainStep:
     def _fn(self, params, opt_state, backbone_state, batch):
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         (loss, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg)
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
         def apply(args):

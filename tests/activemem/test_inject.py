@@ -175,3 +175,19 @@ def test_splice_ignores_unused_positions():
     out = np.asarray(splice(embeds, lat, jnp.asarray([[1, 3], [-1, 4]])))
     assert out[0, 1].sum() == 3 and out[0, 3].sum() == 3 and out[0, [0, 2, 4]].sum() == 0
     assert out[1, 4].sum() == 3 and out[1, :4].sum() == 0
+
+
+def test_response_logprobs_equal_the_full_ones_at_those_positions(embedded_model):
+    from activemem_jax.activemem.inject import response_logprobs
+
+    model = embedded_model.module
+    ids = jnp.asarray([embedded_model.tokenizer("One two three four five six seven eight")["input_ids"]] * 2)
+    _, hidden, _ = model(ids)
+    full, ent = token_logprobs(model, hidden, ids, with_entropy=True)
+    pos = jnp.asarray([[3, 4, 5, -1], [6, 7, -1, -1]])
+    got, got_ent = response_logprobs(model, hidden, ids, pos, chunk=2, with_entropy=True)
+    for b in range(2):
+        for a in range(4):
+            if pos[b, a] >= 0:
+                assert np.isclose(float(got[b, a]), float(full[b, pos[b, a]]), atol=1e-5)
+                assert np.isclose(float(got_ent[b, a]), float(ent[b, pos[b, a]]), atol=1e-4)

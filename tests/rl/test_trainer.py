@@ -1,4 +1,4 @@
-"""GRPO end to end on the tiny Llama: learning signal, frozen backbone, NaN guard."""
+"""GRPO end to end: learning signal on a reward the prefix controls, frozen backbone."""
 
 import jax
 import numpy as np
@@ -8,30 +8,55 @@ from tests.rl import train_config
 
 pytestmark = pytest.mark.slow
 
+YES_NO = ("Is Paris in France? Answer Yes or No.", "Is water wet? Answer Yes or No.",
+          "Is the sun hot? Answer Yes or No.", "Is snow cold? Answer Yes or No.")
 
-def make_trainer(tmp_path, tiny_model, tiny_engine, **train):
+
+def make_trainer(tmp_path, model, engine, data=None, optim=None, **train):
     from activemem_jax.rl.trainer import Trainer
 
     cfg = train_config.get_config()
     cfg.out_dir = str(tmp_path)
     cfg.train.update(**train)
-    return Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    cfg.data.update(**(data or {}))
+    cfg.optim.update(**(optim or {}))
+    return Trainer(cfg, model=model, engine=engine)
 
 
-def test_grpo_raises_the_reward_the_prefix_controls(tmp_path, tiny_model, tiny_engine):
-    before = jax.tree.map(np.asarray, tiny_model.state)
-    trainer = make_trainer(tmp_path, tiny_model, tiny_engine, steps=30)
+def test_grpo_raises_the_reward_the_prefix_controls(tmp_path, embedded_model, engine):
+    """Reward 1 when the answer starts with "No" to questions whose answer is yes: only
+    the latent prefix (2 vectors) can move it; the 135M backbone stays bit-identical."""
+    before = jax.tree.map(np.asarray, embedded_model.state)
+    trainer = make_trainer(tmp_path, embedded_model, engine, data=dict(prompts=YES_NO, target_words=("No",)),
+                           optim=dict(lr_controller=2e-2), steps=16)
     try:
         history = trainer.train()
     finally:
         trainer.close()
     rewards = [m["reward_mean"] for m in history]
-    start, end = np.mean(rewards[:5]), np.mean(rewards[-5:])
-    assert end > start + 0.25 and end > 0.75, rewards
+    start, end = np.mean(rewards[:4]), np.mean(rewards[-4:])
+    assert end > start + 0.3 and end >= 0.75, rewards
     assert all(np.isfinite(m["loss"]) and m["skipped"] == 0 for m in history)
     assert max(m["grad_norm"] for m in history) > 0
-    after = jax.tree.map(np.asarray, tiny_model.state)
+    after = jax.tree.map(np.asarray, embedded_model.state)
     jax.tree.map(np.testing.assert_array_equal, before, after)  # backbone bit-identical
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == 30 and (tmp_path / "tensorboard").is_dir()
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())[-1] == "30"
+    assert len(lines) == 16 and any((tmp_path / "tensorboard").iterdir())
+    steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps[-1] == 16
+
+
+def test_a_non_finite_update_is_skipped(tmp_path, tiny_model, tiny_engine):
+    trainer = make_trainer(tmp_path, tiny_model, tiny_engine, steps=1)
+    try:
+        result, _ = trainer.rollout()
+        batch = trainer._rows(result, np.ones(16, np.float32), np.zeros(16, np.float32))
+        chunk = trainer._shard(batch)
+        chunk["old_logp"] = trainer.update.logprobs(trainer.params, tiny_model.state, chunk)
+        chunk["adv"] = chunk["adv"] * np.nan
+        snapshot = jax.tree.map(np.asarray, trainer.params)
+        params, opt_state, m = trainer.update(trainer.params, trainer.opt_state, tiny_model.state, chunk)
+        assert float(m["skipped"]) == 1.0
+        jax.tree.map(np.testing.assert_array_equal, snapshot, jax.tree.map(np.asarray, params))
+    finally:
+        trainer.close()
