@@ -44,9 +44,12 @@ class LossConfig:
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
                    weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
                    b2: float = 0.999) -> optax.GradientTransformation:
-    """AdamW with a linear warmup, per group learning rates, global-norm clipping."""
+    """AdamW with a linear warmup over `warmup_steps` updates, a learning rate per group
+    (controller / LoRA), global-norm clipping."""
     def adamw(lr):
-        schedule = optax.linear_schedule(0.0, lr, max(warmup_steps, 1)) if warmup_steps else lr
+        def schedule(count):  # update k (from 0) uses lr * min(1, (k + 1) / warmup)
+            return lr * jnp.minimum(1.0, (count + 1.0) / max(warmup_steps, 1))
+
         return optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay)
 
     return optax.chain(
