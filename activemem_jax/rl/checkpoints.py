@@ -58,7 +58,9 @@ class Checkpoints:
         self.directory = os.path.abspath(directory)
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
                                                create=True)
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
+        handlers = {name: ocp.StandardCheckpointHandler() for name in ("params", "opt_state", "tree")}
+        handlers["meta"] = ocp.JsonCheckpointHandler()
+        self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
 
     def latest_step(self) -> Optional[int]:
         return self.manager.latest_step()

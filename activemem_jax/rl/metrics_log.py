@@ -14,9 +14,16 @@ SHOWN = ("reward_mean", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree
 
 
 class MetricsLog:
-    def __init__(self, out_dir: str, tensorboard: bool = True):
+    def __init__(self, out_dir: str, tensorboard: bool = True, resume_step: int = 0):
+        """resume_step: lines of steps after it (written by a run that died before its
+        next checkpoint, and about to be redone) are dropped."""
         os.makedirs(out_dir, exist_ok=True)
         self.path = os.path.join(out_dir, "metrics.jsonl")
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                kept = [line for line in f if _step_of(line) is not None and _step_of(line) <= resume_step]
+            with open(self.path, "w") as f:
+                f.writelines(kept)
         self._file = open(self.path, "a")
         self._tb = None
         if tensorboard:
@@ -53,6 +60,13 @@ class MetricsLog:
         self._file.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def _step_of(line: str):
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _plain(v):

@@ -123,7 +123,7 @@ class Trainer:
                                 async_save=cfg.checkpoint.async_save)
         if cfg.checkpoint.resume and self.ckpt.latest_step() is not None:
             self._restore()
-        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard)
+        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard, resume_step=self.step)
         self._sync_policy()
 
     # ------------------------------------------------------------------ state

@@ -1,0 +1,103 @@
+"""Kill a training process with SIGKILL after a checkpoint, resume it: the final
+controller equals an uninterrupted run's; bad checkpoints give clear errors."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def train_cmd(model_dir, out_dir, steps=6):
+    return [sys.executable, "-m", "launch.train", "--config", "tests/rl/train_config.py",
+            f"--config.model.path={model_dir}", f"--config.out_dir={out_dir}",
+            f"--config.train.steps={steps}"]
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(JAX_PLATFORMS="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def saved_steps(out_dir):
+    d = os.path.join(out_dir, "checkpoints")
+    return sorted(int(n) for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+
+
+def final_params(out_dir, tiny_model):
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.rl.checkpoints import Checkpoints
+    from tests.rl import train_config
+
+    cfg = train_config.get_config()
+    policy = ActiveMem(tiny_model, None, PolicyConfig.from_dict(cfg.policy.to_dict()))
+    ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), async_save=False)
+    try:
+        out = ckpt.restore({"controller": policy.params, "lora": {}}, tree=policy.tree)
+    finally:
+        ckpt.close()
+    return out["step"], jax.tree.map(np.asarray, out["params"]), jax.tree.map(np.asarray, out["tree"])
+
+
+def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_model):
+    env = clean_env()
+    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
+    subprocess.run(train_cmd(tiny_dir, straight), cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    proc = subprocess.Popen(train_cmd(tiny_dir, broken), cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while not saved_steps(broken) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert saved_steps(broken) and proc.poll() is None, "no checkpoint before the run ended"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert max(saved_steps(broken)) < 6
+    subprocess.run(train_cmd(tiny_dir, broken), cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    step_a, params_a, tree_a = final_params(straight, tiny_model)
+    step_b, params_b, tree_b = final_params(broken, tiny_model)
+    assert step_a == step_b == 6
+    jax.tree.map(np.testing.assert_array_equal, params_a, params_b)
+    jax.tree.map(np.testing.assert_array_equal, tree_a, tree_b)
+    with open(os.path.join(broken, "metrics.jsonl")) as f:
+        assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == [1, 2, 3, 4, 5, 6]
+
+
+def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny_model):
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.rl.checkpoints import CheckpointMismatch, Checkpoints
+    from tests.rl import train_config
+
+    out = str(tmp_path / "run")
+    subprocess.run(train_cmd(tiny_dir, out, steps=2), cwd=ROOT, env=clean_env(), check=True,
+                   capture_output=True, timeout=600)
+    cfg = train_config.get_config()
+    other = ActiveMem(tiny_model, None, PolicyConfig.from_dict({**cfg.policy.to_dict(), "num_latents": 4}))
+    ckpt = Checkpoints(os.path.join(out, "checkpoints"), async_save=False)
+    try:
+        with pytest.raises(CheckpointMismatch, match="does not match this config"):
+            ckpt.restore({"controller": other.params, "lora": {}})
+        # truncate every data file of the params item
+        step_dir = os.path.join(out, "checkpoints", "2", "params")
+        for root, _, files in os.walk(step_dir):
+            for name in files:
+                if "manifest" in name or name.endswith(".zarray") or "d/" in os.path.join(root, name):
+                    with open(os.path.join(root, name), "r+b") as f:
+                        f.truncate(3)
+        good = ActiveMem(tiny_model, None, PolicyConfig.from_dict(cfg.policy.to_dict()))
+        with pytest.raises(CheckpointMismatch, match="incomplete or corrupt"):
+            ckpt.restore({"controller": good.params, "lora": {}})
+    finally:
+        ckpt.close()
