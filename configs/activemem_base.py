@@ -37,7 +37,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.data = ml_collections.ConfigDict(dict(
         name="synthetic",          # synthetic | first_token (pipeline sanity check)
         seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,
-        retrieval_topk=3, prompts=(), target_words=(), fraction=0.5))  # first_token: see rl.trainer
+        retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5))  # first_token: see rl.trainer
     c.train = ml_collections.ConfigDict(dict(
         algo="grpo",               # grpo | sft
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8

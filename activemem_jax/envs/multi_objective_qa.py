@@ -71,10 +71,14 @@ class Episode:
 
 
 class MultiObjectiveQAEnv:
-    def __init__(self, retriever, max_turns: int = 8, topk: int = 3):
+    def __init__(self, retriever, max_turns: int = 8, topk: int = 3, format_reward: float = 0.0):
+        """format_reward: added to the reward of an episode that ends with a well-formed
+        answer holding one item per question (0 by default, as MEM1; a small value gives
+        tiny models a learning signal before they answer anything right)."""
         if max_turns < 1:
             raise ValueError("max_turns must be >= 1")
         self.retriever, self.max_turns, self.topk = retriever, max_turns, topk
+        self.format_reward = format_reward
         self.episodes: list[Episode] = []
 
     @staticmethod
@@ -111,6 +115,8 @@ class MultiObjectiveQAEnv:
                     ep.answer = act.content
                     golds = ep.task["answers"]
                     reward = multi_objective_score(act.content, golds) if act.balanced else 0.0
+                    if act.balanced and len(split_answers(act.content)) == len(golds):
+                        reward += self.format_reward
                     ep.done, ep.reward = True, reward
                 elif act.kind == "search":
                     ep.searches += 1

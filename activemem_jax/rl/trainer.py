@@ -54,7 +54,8 @@ def build_tasks(cfg, model):
         tasks = []
         for n in d.n_objectives:
             tasks += synthetic_world.make_tasks(world, d.split, n, d.n_tasks, seed=d.seed)
-        return tasks, (lambda: MultiObjectiveQAEnv(retriever, max_turns=d.max_turns)), retriever
+        return tasks, (lambda: MultiObjectiveQAEnv(retriever, max_turns=d.max_turns, topk=d.retrieval_topk,
+                                                   format_reward=d.format_reward)), retriever
     if d.name == "first_token":
         from activemem_jax.envs import FirstTokenEnv
 
@@ -248,8 +249,8 @@ class Trainer:
         metrics = {key: v / max(n_updates, 1) for key, v in sums.items()}
         metrics.update(
             step=self.step, reward_mean=float(rewards.mean()), reward_std=float(rewards.std()),
-            em=float(np.mean([tr.reward / max(len(tr.task.get("answers", [0])), 1)
-                              for tr in result.trajectories])),
+            em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
+                              else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)),
             tree_size=int(valid.sum()) - 1, tree_depth=int(np.asarray(tree.depth)[valid].max()),
             tokens_per_s=(generated + int(batch["attention_mask"].sum())) / max(t3 - t0, 1e-9),
