@@ -67,6 +67,8 @@ def main(argv):
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every file it writes at INFO
     cfg = _CONFIG.value
     init_distributed(cfg)
+    import jax
+
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.rl.trainer import Trainer
 
@@ -75,14 +77,15 @@ def main(argv):
         history = trainer.train()
         summary = {"steps": trainer.step, "final": history[-1] if history else None,
                    "checkpoints": trainer.ckpt.directory}
-        if cfg.eval.enabled and trainer.data is not None:
+        if cfg.eval.enabled and jax.process_count() > 1:
+            print("before/after evaluation skipped: run launch.eval_activemem on one host with "
+                  f"--config.checkpoint={trainer.ckpt.directory}")
+        elif cfg.eval.enabled:
             table = evaluate_before_after(trainer, cfg)
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
             print(ev.format_table(table))
     finally:
         trainer.close()
-    import jax
-
     if jax.process_index() == 0:
         with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, default=float)

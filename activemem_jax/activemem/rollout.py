@@ -280,21 +280,29 @@ class ActiveMem:
             (len(s.prompt_ids) - pre, len(s.response_ids)) for s in t.steps)
 
     # ---------------------------------------------------------------- commit
-    def commit(self, result: RolloutResult) -> RolloutResult:
+    def commit(self, result: RolloutResult, gather: Optional[Callable] = None) -> RolloutResult:
         """Commit the logs to the persistent tree, credit the activated paths with the
-        episode returns and run the maintenance; steps' paths become persistent slots."""
+        episode returns and run the maintenance; steps' paths become persistent slots.
+        gather(logs, overlay_paths, turns, returns) -> (the same for every process's
+        rollouts, offset of this process's first episode): multi-host training commits
+        every host's rollouts in the same order, so all hosts keep one identical tree."""
         c = self.config
         if result.committed:
             raise ValueError("this rollout is already committed")
-        if not c.use_tree or result.overlay_paths.shape[1] == 0:
+        if not c.use_tree:
             return result.replace(committed=True)
         returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
+        logs, paths, offset = result.logs, result.overlay_paths, 0
+        if gather is not None:
+            logs, paths, turns, returns, offset = gather(logs, paths, turns, returns)
+        if paths.shape[1] == 0:
+            return result.replace(committed=True)
         base = self.tree if c.tree_scope == "persistent" else self.empty_tree()
-        tree, resolved = self._finish(c, base, result.logs, result.overlay_paths, turns, returns)
+        tree, resolved = self._finish(c, base, logs, paths, turns, returns)
         if c.tree_scope == "persistent":
             self.tree = tree
-        resolved = np.asarray(resolved)
+        resolved = np.asarray(resolved)[offset:offset + len(result.trajectories)]
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):
                 s.path = resolved[i, j]

@@ -14,9 +14,14 @@ SHOWN = ("reward_mean", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree
 
 
 class MetricsLog:
-    def __init__(self, out_dir: str, tensorboard: bool = True, resume_step: int = 0):
+    def __init__(self, out_dir: str, tensorboard: bool = True, resume_step: int = 0, enabled: bool = True):
         """resume_step: lines of steps after it (written by a run that died before its
-        next checkpoint, and about to be redone) are dropped."""
+        next checkpoint, and about to be redone) are dropped. enabled=False (hosts other
+        than the first): nothing is written."""
+        self.enabled = enabled
+        self._tb = None
+        if not enabled:
+            return
         os.makedirs(out_dir, exist_ok=True)
         self.path = os.path.join(out_dir, "metrics.jsonl")
         if os.path.exists(self.path):
@@ -32,6 +37,8 @@ class MetricsLog:
             self._tb = SummaryWriter(os.path.join(out_dir, "tensorboard"))
 
     def write(self, metrics: dict) -> None:
+        if not self.enabled:
+            return
         self._file.write(json.dumps({k: _plain(v) for k, v in metrics.items()}) + "\n")
         self._file.flush()
         if self._tb is not None:
@@ -46,6 +53,9 @@ class MetricsLog:
         def line(m):
             return "  ".join(f"{k} {m[k]:.4g}" for k in SHOWN if k in m)
 
+        if not self.enabled:
+            yield lambda m: None
+            return
         if not sys.stderr.isatty():
             yield lambda m: log.warning("step %d/%d  %s", m["step"], total, line(m))
             return
@@ -57,6 +67,8 @@ class MetricsLog:
             yield lambda m: bar.update(task, completed=m["step"], description=line(m))
 
     def close(self) -> None:
+        if not self.enabled:
+            return
         self._file.close()
         if self._tb is not None:
             self._tb.close()

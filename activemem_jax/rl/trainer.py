@@ -93,11 +93,21 @@ class Trainer:
             model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype, mesh=mesh,
                                     rules=dict(cfg.sharding.rules) if "sharding" in cfg else None,
                                     remat=cfg.model.remat)
-        self.model = model
+        self.model = model  # the training backbone, sharded over the global mesh
         self.mesh = model.mesh
+        self.nproc = jax.process_count()
+        self.gen_model = model
+        if self.nproc > 1:  # each host rolls out on its own devices, with its own engine
+            self.gen_model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype,
+                                             mesh=make_mesh(devices=jax.local_devices()),
+                                             rules=dict(cfg.sharding.rules) if "sharding" in cfg else None)
+            if t.mini_batch_rows % self.nproc:
+                raise ValueError(f"train.mini_batch_rows={t.mini_batch_rows} must be a multiple of the "
+                                 f"{self.nproc} processes")
         self._own_engine = engine is None
-        self.engine = engine or Engine(model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
-        self.policy = ActiveMem(model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()), seed=cfg.seed)
+        self.engine = engine or Engine(self.gen_model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
+        self.policy = ActiveMem(self.gen_model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()),
+                                seed=cfg.seed)
         self.tasks, self.make_env, self.search = build_tasks(cfg, model)
         self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
                                        process_index=jax.process_index(), process_count=jax.process_count(),
@@ -105,16 +115,15 @@ class Trainer:
             if len(self.tasks) >= t.prompts_per_step else None
         if self.data is None:
             raise ValueError(f"{len(self.tasks)} training tasks; train.prompts_per_step is {t.prompts_per_step}")
-        replicated = NamedSharding(self.mesh, PartitionSpec())
         lora = {}
         if cfg.lora.rank:
             lora = init_lora(model.state, cfg.lora.rank, tuple(cfg.lora.targets), jax.random.PRNGKey(cfg.seed))
-        self.params = jax.device_put({"controller": self.policy.params, "lora": lora}, replicated)
-        self.ref_params = jax.tree.map(jnp.copy, self.params)  # phi_0 (and zero LoRA): the reference
+        self.params = self._replicate({"controller": self.policy.params, "lora": lora})
+        self.ref_params = self._replicate(self.params)  # phi_0 (and zero LoRA): the reference
         o = cfg.optim
         self.optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay,
                                         o.max_grad_norm)
-        self.opt_state = jax.device_put(self.optimizer.init(self.params), replicated)
+        self.opt_state = self._replicate(self.optimizer.init(self.params))
         self.loss_cfg = LossConfig(algo=t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
                                    agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
                                    lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk)
@@ -124,72 +133,128 @@ class Trainer:
                                 async_save=cfg.checkpoint.async_save)
         if cfg.checkpoint.resume and self.ckpt.latest_step() is not None:
             self._restore()
-        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard, resume_step=self.step)
+        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard, resume_step=self.step,
+                                 enabled=jax.process_index() == 0)
         self._sync_policy()
 
     # ------------------------------------------------------------------ state
+    def _replicate(self, tree):
+        """A copy of `tree` replicated over the global mesh (identical on every host)."""
+        sharding = NamedSharding(self.mesh, PartitionSpec())
+
+        def put(x):
+            x = np.asarray(x.addressable_data(0) if isinstance(x, jax.Array) else x)
+            return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+        return jax.tree.map(put, tree)
+
+    def _local(self, tree):
+        """This host's copy of replicated global arrays (the rollout side uses them)."""
+        if self.nproc == 1:
+            return tree
+        return jax.tree.map(lambda x: jnp.asarray(np.asarray(x.addressable_data(0))), tree)
+
     def _sync_policy(self):
-        self.policy.params = self.params["controller"]
+        self.policy.params = self._local(self.params["controller"])
         if self.params["lora"]:
-            self.engine.set_weights(merge_lora(self.model.state, self.params["lora"], self.cfg.lora.alpha))
+            lora = self._local(self.params["lora"])
+            self.engine.set_weights(merge_lora(self.gen_model.state, lora, self.cfg.lora.alpha))
 
     def _meta(self) -> dict:
         return {"step": self.step, "data": _jsonable(self.data.get_state()), "seed": self.cfg.seed,
                 "lora_alpha": float(self.cfg.lora.alpha), "algo": self.cfg.train.algo}
 
     def save(self):
-        self.ckpt.save(self.step, self.params, self.opt_state, self.policy.tree, self._meta())
+        tree = jax.tree.map(np.asarray, self.policy.tree)  # host arrays: the same on every host
+        self.ckpt.save(self.step, self.params, self.opt_state, tree, self._meta())
 
     def _restore(self):
-        out = self.ckpt.restore(self.params, self.opt_state, self.policy.tree)
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-        self.params = jax.device_put(out["params"], replicated)
-        self.opt_state = jax.device_put(out["opt_state"], replicated)
-        self.policy.tree = out["tree"]
+        out = self.ckpt.restore(self.params, self.opt_state, jax.tree.map(np.asarray, self.policy.tree))
+        self.params = self._replicate(out["params"])
+        self.opt_state = self._replicate(out["opt_state"])
+        self.policy.tree = jax.tree.map(jnp.asarray, out["tree"])
         self.step = int(out["meta"]["step"])
         self.data.set_state(_from_jsonable(out["meta"]["data"]))
         log.info("resumed from %s at step %d", self.ckpt.directory, self.step)
 
     # ------------------------------------------------------------------ one step
+    def _agree(self, *values: int) -> list[int]:
+        """The maximum of each value over all hosts (so every host pads alike)."""
+        if self.nproc == 1:
+            return list(values)
+        from jax.experimental import multihost_utils
+
+        got = multihost_utils.process_allgather(np.asarray(values, np.int64))
+        return [int(v) for v in np.max(got.reshape(self.nproc, -1), axis=0)]
+
     def _rows(self, result, adv_rows, tree_adv_rows, extra=None) -> dict:
+        """This host's rows, padded to sizes all hosts agree on: rows to a multiple of
+        mini_batch_rows / processes, length to a bucket, responses to a power of two."""
         t = self.cfg.train
         k = self.policy.config.num_latents
-        longest = max(len(s.prompt_ids) + len(s.response_ids) for tr in result.trajectories for s in tr.steps)
-        batch = collate(result.trajectories, k, max_len=_bucket(longest))
+        steps = [s for tr in result.trajectories for s in tr.steps]
+        longest, resp, n_rows = self._agree(max(len(s.prompt_ids) + len(s.response_ids) for s in steps),
+                                            max(len(s.response_ids) for s in steps), len(steps))
+        batch = collate(result.trajectories, k, max_len=_bucket(longest),
+                        resp_len=1 << max(resp - 1, 0).bit_length())
         r = batch["tokens"].shape[0]
         batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
         batch["row_valid"] = np.ones((r,), bool)
         if extra:
             batch.update(extra)
-        mb = t.mini_batch_rows
-        total = -(-r // mb) * mb
+        mb = t.mini_batch_rows // self.nproc
+        total = -(-n_rows // mb) * mb
         padded = {key: np.concatenate([v, np.zeros((total - r,) + v.shape[1:], v.dtype)]) for key, v in batch.items()}
         padded["latent_pos"][r:] = -1
         padded["resp_pos"][r:] = -1
         return padded
 
     def _shard(self, batch: dict) -> dict:
+        """Rows -> global arrays, split over the mesh's data and fsdp axes (each host
+        contributes its own rows when there are several)."""
         axes = tuple(a for a in ("data", "fsdp") if self.mesh.shape[a] > 1)
         size = int(np.prod([self.mesh.shape[a] for a in axes])) if axes else 1
+        rows = NamedSharding(self.mesh, PartitionSpec(axes or None))
 
         def put(x):
-            spec = PartitionSpec(axes or None) if x.shape[0] % size == 0 else PartitionSpec()
-            return jax.device_put(x, NamedSharding(self.mesh, spec))
+            if self.nproc > 1:
+                return jax.make_array_from_process_local_data(rows, x)
+            spec = rows if x.shape[0] % size == 0 else NamedSharding(self.mesh, PartitionSpec())
+            return jax.device_put(x, spec)
 
         skip = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp")
         return {k: put(v) for k, v in batch.items() if k not in skip}
+
+    def _chunks(self, batch: dict) -> list[dict]:
+        mb = self.cfg.train.mini_batch_rows // self.nproc
+        rows = batch["tokens"].shape[0]
+        return [self._shard({k: v[i:i + mb] for k, v in batch.items()}) for i in range(0, rows, mb)]
+
+    def _gather(self, logs, paths, turns, returns):
+        """Every host's op logs / paths / returns, host by host (multi-host commit)."""
+        from jax.experimental import multihost_utils
+
+        (max_turns,) = self._agree(paths.shape[1])
+        paths = jnp.pad(paths, ((0, 0), (0, max_turns - paths.shape[1]), (0, 0)), constant_values=-1)
+        gather = lambda x: jnp.asarray(multihost_utils.process_allgather(np.asarray(x), tiled=True))  # noqa: E731
+        return (jax.tree.map(gather, logs), gather(paths), gather(turns), gather(returns),
+                jax.process_index() * len(returns))
 
     def rollout(self):
         t = self.cfg.train
         tasks = next(self.data)
         group = repeat_tasks(tasks, t.group_size)
-        uids = [self.step * len(group) + i for i in range(len(group))]
+        base = (self.step * self.nproc + jax.process_index()) * len(group)
+        uids = [base + i for i in range(len(group))]
         env = self.make_env()
         self.engine.clear_prefix_cache()
         if t.algo == "sft":
             return self._expert_rollout(env, group, uids), group
-        return self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids,
-                                   temperature=self.policy.config.temperature), group
+        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.nproc == 1,
+                                     temperature=self.policy.config.temperature)
+        if self.nproc > 1:
+            result = self.policy.commit(result, gather=self._gather)
+        return result, group
 
     def _expert_rollout(self, env, group, uids):
         from activemem_jax.data.oracle import expert_actions
@@ -198,8 +263,10 @@ class Trainer:
             raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
         k = self.cfg.data.retrieval_topk
         scripts = [expert_actions(task, lambda q, n: self.search.search(q, n), k) for task in group]
-        return self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
-                                   responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
+        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
+                                     commit=self.nproc == 1,
+                                     responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
+        return self.policy.commit(result, gather=self._gather) if self.nproc > 1 else result
 
     def train_step(self) -> dict:
         t = self.cfg.train
@@ -220,11 +287,8 @@ class Trainer:
             extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
                                               np.int32)
         batch = self._rows(result, adv_rows, tree_adv, extra)
-        rows = batch["tokens"].shape[0]
-        mb = t.mini_batch_rows
-        device_batch = self._shard(batch)
         state = self.model.state
-        chunks = [jax.tree.map(lambda x: x[i:i + mb], device_batch) for i in range(0, rows, mb)]
+        chunks = self._chunks(batch)
         if t.algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             for c in chunks:
                 c["old_logp"] = self.update.logprobs(self.params, state, c)
@@ -247,8 +311,13 @@ class Trainer:
         valid = np.asarray(tree.valid)
         generated = int(batch["resp_mask"].sum())
         metrics = {key: v / max(n_updates, 1) for key, v in sums.items()}
+        all_rewards = rewards
+        if self.nproc > 1:
+            from jax.experimental import multihost_utils
+
+            all_rewards = np.asarray(multihost_utils.process_allgather(rewards, tiled=True))
         metrics.update(
-            step=self.step, reward_mean=float(rewards.mean()), reward_std=float(rewards.std()),
+            step=self.step, reward_mean=float(all_rewards.mean()), reward_std=float(all_rewards.std()),
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)),
