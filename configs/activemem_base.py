@@ -42,6 +42,7 @@ def base_config() -> ml_collections.ConfigDict:
         algo="grpo",               # grpo | sft
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
         mini_batch_rows=64, ppo_epochs=1,
+        micro_batch_rows=8,        # gradient accumulation: rows per forward/backward (0: all)
         clip_eps=0.2, clip_eps_high=0.0,               # 0: symmetric clipping
         agg="token-mean",          # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
         beta=0.0,                  # k3 KL to the reference (frozen LLM + initial controller)

@@ -15,7 +15,8 @@ def get_config():
     c.engine.update(max_slots=8, max_len=2048)
     c.policy.update(num_latents=2, capacity=256, hidden=128)
     c.data.update(n_objectives=(1, 2), n_tasks=64, max_turns=8)
-    c.train.update(algo="sft", steps=20, group_size=1, prompts_per_step=2, mini_batch_rows=8)
+    c.train.update(algo="sft", steps=20, group_size=1, prompts_per_step=2, mini_batch_rows=8,
+                   micro_batch_rows=1)
     c.optim.update(lr_controller=1e-4, warmup_steps=5)
     c.checkpoint.update(every=10)
     return c

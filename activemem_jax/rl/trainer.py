@@ -126,7 +126,8 @@ class Trainer:
         self.opt_state = self._replicate(self.optimizer.init(self.params))
         self.loss_cfg = LossConfig(algo=t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
                                    agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
-                                   lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk)
+                                   lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
+                                   micro_batch_rows=t.micro_batch_rows)
         self.update = TrainStep(model.graphdef, self.policy.graphdef, self.loss_cfg, self.optimizer)
         self.step = 0
         self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,

@@ -39,6 +39,7 @@ class LossConfig:
     tree_coef: float = 1.0             # weight of the tree-head term
     lora_alpha: float = 16.0
     chunk: int = 128                   # sequence chunk of the log-prob computation
+    micro_batch_rows: int = 0          # > 0: accumulate gradients over micro-batches of these rows
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -69,7 +70,23 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
     return out, chosen, tree_lp
 
 
-def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig):
+def normalizers(batch, agg: str):
+    """(token-term count, tree-term count) of a row batch: what each loss term divides by,
+    so micro-batch losses can be weighted back into the mini-batch's exact loss."""
+    mask = batch["resp_mask"] & batch["row_valid"][:, None]
+    if agg == "token-mean":
+        tokens = jnp.sum(mask)
+    elif agg == "seq-mean-token-mean":
+        tokens = jnp.sum(jnp.any(mask, axis=-1))
+    else:  # seq-mean-token-sum-norm: a mean over all rows
+        tokens = mask.shape[0]
+    chooses = jnp.sum((jnp.sum(batch["tree_mask"], axis=-1) > 1) & batch["row_valid"])
+    return jnp.asarray(tokens, jnp.float32), chooses.astype(jnp.float32)
+
+
+def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, weights=(1.0, 1.0)):
+    """The loss of one row batch; weights scale the token and tree terms (a micro-batch's
+    share of its mini-batch's normalizers)."""
     (logp, entropy), tree_logp, tree_lp = _forward(model_gd, ctrl_gd, params, backbone_state, batch,
                                                    cfg, entropy=True)
     mask = batch["resp_mask"] & batch["row_valid"][:, None]
@@ -91,7 +108,7 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig):
         raise ValueError(f"algo={cfg.algo!r}: grpo or sft")
     loss = token_loss + cfg.tree_coef * tree_term
     metrics.update(token_loss=token_loss, tree_loss=tree_term, loss=loss)
-    return loss, metrics
+    return weights[0] * token_loss + cfg.tree_coef * weights[1] * tree_term, metrics
 
 
 class TrainStep:
@@ -104,9 +121,38 @@ class TrainStep:
         self._step = jax.jit(self._fn, donate_argnums=(0, 1))
         self._logp = jax.jit(self._logp_fn)
 
-    def _fn(self, params, opt_state, backbone_state, batch):
+    def _grads(self, params, backbone_state, batch):
+        """(loss, metrics, grads) of the mini-batch; with micro_batch_rows, a `lax.scan`
+        over micro-batches (memory of one micro-batch) whose weighted sum is exact."""
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-        (loss, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg)
+        rows = batch["tokens"].shape[0]
+        micro = self.cfg.micro_batch_rows
+        if not micro or micro >= rows:
+            (_, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg)
+            return metrics["loss"], metrics, grads
+        if rows % micro:
+            raise ValueError(f"{rows} rows per mini-batch is not a multiple of micro_batch_rows={micro}")
+        split = jax.tree.map(lambda x: x.reshape((rows // micro, micro) + x.shape[1:]), batch)
+        total_tok, total_tree = normalizers(batch, self.cfg.agg)
+
+        def one(acc, mb):
+            tok, tree = normalizers(mb, self.cfg.agg)
+            w = (tok / jnp.maximum(total_tok, 1.0), tree / jnp.maximum(total_tree, 1.0))
+            (loss, metrics), g = grad_fn(params, backbone_state, mb, self.model_gd, self.ctrl_gd, self.cfg, w)
+            share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "loss": None}
+            metrics = {k: v * (share.get(k) if share.get(k) is not None else w[0]) for k, v in metrics.items()
+                       if k != "loss"}
+            metrics["loss"] = loss
+            return jax.tree.map(jnp.add, acc, (g, metrics)), None
+
+        zero_metrics = jax.eval_shape(lambda: grad_fn(params, backbone_state, jax.tree.map(lambda x: x[0], split),
+                                                      self.model_gd, self.ctrl_gd, self.cfg)[0][1])
+        init = (jax.tree.map(jnp.zeros_like, params), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero_metrics))
+        (grads, metrics), _ = jax.lax.scan(one, init, split)
+        return metrics["loss"], metrics, grads
+
+    def _fn(self, params, opt_state, backbone_state, batch):
+        loss, metrics, grads = self._grads(params, backbone_state, batch)
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 

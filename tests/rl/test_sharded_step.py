@@ -56,3 +56,36 @@ def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tin
         assert max(jax.tree.leaves(moved)) > 0
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_micro_batches_accumulate_to_the_full_batch(tmp_path, tiny_model, tiny_engine, agg):
+    import dataclasses
+
+    from activemem_jax.rl.trainer import Trainer
+    from activemem_jax.rl.update import TrainStep
+
+    cfg = train_config.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.log.tensorboard = False
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        result, _ = trainer.rollout()
+        n = sum(len(t.steps) for t in result.trajectories)
+        adv = np.linspace(-1, 1, n).astype(np.float32)
+        batch = trainer._rows(result, adv, adv[::-1].copy())
+        batch["resp_mask"][::3] = False  # rows without tokens weigh differently per mode
+        (chunk,) = trainer._chunks(batch)
+        chunk["old_logp"] = jax.numpy.asarray(batch["resp_old_logp"]) - 0.05
+        out = {}
+        for micro in (0, 4):
+            loss_cfg = dataclasses.replace(trainer.loss_cfg, agg=agg, micro_batch_rows=micro)
+            step = TrainStep(tiny_model.graphdef, trainer.policy.graphdef, loss_cfg, optax.sgd(0.1))
+            params = jax.tree.map(jax.numpy.copy, trainer.params)
+            p, _, m = step(params, optax.sgd(0.1).init(params), tiny_model.state, chunk)
+            out[micro] = (jax.tree.map(np.asarray, p), {k: float(v) for k, v in m.items()})
+        assert np.isclose(out[0][1]["loss"], out[4][1]["loss"], rtol=1e-5, atol=1e-7)
+        assert np.isclose(out[0][1]["grad_norm"], out[4][1]["grad_norm"], rtol=1e-4)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), out[0][0], out[4][0])
+    finally:
+        trainer.close()

@@ -15,7 +15,7 @@ def get_config():
     c.policy = policy_defaults(num_latents=2, capacity=64, max_children=4, max_depth=4, max_ops=4,
                                max_tokens=1, hidden=64, stop=(), temperature=1.0)
     c.data.update(name="first_token", prompts=PROMPTS, fraction=0.5)
-    c.train.update(steps=6, group_size=8, prompts_per_step=2, mini_batch_rows=16)
+    c.train.update(steps=6, group_size=8, prompts_per_step=2, mini_batch_rows=16, micro_batch_rows=0)
     c.optim.update(lr_controller=1e-2, warmup_steps=1)
     c.checkpoint.update(every=2, keep=5, async_save=True)
     c.log.tensorboard = True

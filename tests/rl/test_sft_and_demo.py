@@ -1,0 +1,65 @@
+"""SFT on oracle trajectories, and README command (1) in CI size (subprocess)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, engine):
+    from activemem_jax.activemem import INSERT, NOOP, UPDATE
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_sft_synthetic
+
+    cfg = activemem_sft_synthetic.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.data.update(n_objectives=(1,), n_tasks=4, max_turns=6)
+    cfg.policy.update(tau_stop=0.0)  # every node is "similar enough": later turns update
+    cfg.train.update(steps=1, prompts_per_step=2, mini_batch_rows=16)
+    cfg.log.tensorboard = False
+    trainer = Trainer(cfg, model=embedded_model, engine=engine)
+    try:
+        result, group = trainer.rollout()
+        tok = embedded_model.tokenizer
+        for traj, task in zip(result.trajectories, group):
+            assert traj.reward == 1.0, traj.info  # the oracle solves the synthetic tasks
+            for t, step in enumerate(traj.steps):
+                assert step.response_ids[-1] == tok.eos_token_id and set(step.response_logprobs) == {0.0}
+                assert tok.decode(step.response_ids[:-1]) == step.text
+                want = INSERT if t == 0 else UPDATE  # empty tree first; then the inserted node is the path
+                assert step.tree_action == want or (step.tree_action == NOOP and not step.tree_mask[want])
+        extra = {"tree_target": np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
+                                           np.int32)}
+        n = len(extra["tree_target"])
+        batch = trainer._rows(result, np.zeros(n, np.float32), np.zeros(n, np.float32), extra)
+        (chunk,) = trainer._chunks(batch)
+        losses = []
+        for _ in range(4):
+            trainer.params, trainer.opt_state, m = trainer.update(trainer.params, trainer.opt_state,
+                                                                  embedded_model.state, chunk)
+            losses.append((float(m["token_loss"]), float(m["tree_loss"])))
+        assert all(np.isfinite(v) for pair in losses for v in pair)
+        assert losses[-1][0] < losses[0][0] and losses[-1][1] < losses[0][1], losses
+    finally:
+        trainer.close()
+
+
+def test_readme_training_demo_in_ci_size(tmp_path):
+    out = tmp_path / "demo"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [sys.executable, "-m", "launch.train", "--config", "configs/activemem_tiny_cpu.py",
+           f"--config.out_dir={out}", "--config.train.steps=1", "--config.policy.max_tokens=16",
+           "--config.data.max_turns=2", "--config.eval.n_tasks=1", "--config.eval.max_turns_cap=2",
+           "--config.checkpoint.every=1"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| before | 2 |" in proc.stdout and "| after | 2 |" in proc.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 1 and set(summary["eval"]) == {"before", "after"}
+    assert (out / "checkpoints" / "1").is_dir() and (out / "metrics.jsonl").exists()
