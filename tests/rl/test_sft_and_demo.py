@@ -21,7 +21,8 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
     cfg.out_dir = str(tmp_path)
     cfg.data.update(n_objectives=(1,), n_tasks=4, max_turns=6)
     cfg.policy.update(tau_stop=0.0)  # every node is "similar enough": later turns update
-    cfg.train.update(steps=1, prompts_per_step=2, mini_batch_rows=16)
+    cfg.train.update(steps=1, prompts_per_step=2, mini_batch_rows=4, micro_batch_rows=1)
+    cfg.optim.update(lr_controller=1e-3, warmup_steps=1)
     cfg.log.tensorboard = False
     trainer = Trainer(cfg, model=embedded_model, engine=engine)
     try:
@@ -38,9 +39,9 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
                                            np.int32)}
         n = len(extra["tree_target"])
         batch = trainer._rows(result, np.zeros(n, np.float32), np.zeros(n, np.float32), extra)
-        (chunk,) = trainer._chunks(batch)
+        chunk = trainer._chunks(batch)[0]  # the first 4 rows (the first turns: insert targets)
         losses = []
-        for _ in range(4):
+        for _ in range(3):
             trainer.params, trainer.opt_state, m = trainer.update(trainer.params, trainer.opt_state,
                                                                   embedded_model.state, chunk)
             losses.append((float(m["token_loss"]), float(m["tree_loss"])))
