@@ -1,0 +1,116 @@
+"""ActiveMem per-turn overhead on the embedded model, batch 16, same prompts, same run.
+
+A turn of the plain model: generate from the turn prompt. A turn of ActiveMem: encode the
+prompt (h_t), traverse the tree + controller + masked tree action (one jitted step for
+the batch), then generate from the same prompt with K latent vectors spliced in. Both
+decode the same number of tokens (greedy, EOS ignored), so the difference is the
+ActiveMem machinery. Also prints peak tokens vs N from an evaluation summary, if given.
+
+    python launch/bench_activemem.py [--batch 16] [--new-tokens 64] [--latents 4]
+        [--eval-summary runs/activemem_eval_synthetic/summary.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from activemem_jax.bench_report import peak_rss_gib, write_json
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--latents", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--eval-summary", default="")
+    ap.add_argument("--out", default="bench_results/activemem.json")
+    args = ap.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from activemem_jax import sharding
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.data import synthetic_world
+    from activemem_jax.data.retrieval import BM25Retriever
+    from activemem_jax.engine import Engine, SamplingParams
+    from activemem_jax.envs import MultiObjectiveQAEnv
+    from activemem_jax.memory import tree as hlmt
+    from activemem_jax.models import load_pretrained
+
+    b = args.batch
+    model = load_pretrained("embedded", mesh=sharding.make_mesh(devices=jax.devices()[:1]))
+    world = synthetic_world.generate(seed=0, n_entities=2000)
+    env = MultiObjectiveQAEnv(BM25Retriever(world.documents), max_turns=4)
+    tasks = synthetic_world.make_tasks(world, "test", 2, b, seed=0)
+    first = env.reset(tasks)
+    # a second-turn prompt per task: the task, a previous response, retrieved documents
+    actions = [f"<think>I look up {t['hops'][0][0]['entity']}.</think><search>{t['hops'][0][0]['entity']}</search>"
+               for t in tasks]
+    obs, _, _, _ = env.step(actions)
+    params = SamplingParams(temperature=0, max_tokens=args.new_tokens, ignore_eos=True)
+    res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents}
+    with Engine(model, max_slots=b, max_len=2048) as eng:
+        policy = ActiveMem(model, eng, PolicyConfig(num_latents=args.latents, capacity=4096))
+        # a persistent tree with some structure, as after training
+        rng = np.random.default_rng(0)
+        tree = policy.tree
+        for i in range(512):
+            tree, _ = hlmt.insert_node(tree, int(rng.integers(0, max(1, i // 8))) if i else 0,
+                                       rng.normal(size=model.config.hidden_size))
+        policy.tree = tree
+        turns = [policy.layout.render(p, [(a, o)]) for p, a, o in zip(first, actions, obs)]
+        res["prompt_tokens_mean"] = float(np.mean([len(t.ids) for t in turns]))
+        stack = lambda x: jax.tree.map(lambda a: jnp.broadcast_to(a, (b,) + a.shape), x)  # noqa: E731
+
+        def plain_turn():
+            eng.clear_prefix_cache()
+            t0 = time.perf_counter()
+            eng.generate([t.plain_ids for t in turns], params)
+            return {"total": time.perf_counter() - t0}
+
+        def activemem_turn():
+            eng.clear_prefix_cache()
+            t0 = time.perf_counter()
+            h = eng.encode_hidden([t.plain_ids for t in turns])
+            t1 = time.perf_counter()
+            overlays = stack(policy.tree)
+            logs = stack(hlmt.new_log(policy.config.max_ops, model.config.hidden_size))
+            keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(b))
+            _, _, out = policy._step(policy.graphdef, policy.params, overlays, logs, jnp.asarray(h), keys,
+                                     jnp.ones((b,), bool), policy.config.step_config)
+            latents = np.asarray(out.latents)
+            t2 = time.perf_counter()
+            handles = [eng.submit(t.ids, params, latents=latents[i], latent_positions=t.latent_pos)
+                       for i, t in enumerate(turns)]
+            [hd.result() for hd in handles]
+            t3 = time.perf_counter()
+            return {"total": t3 - t0, "encode": t1 - t0, "tree_controller": t2 - t1, "generate": t3 - t2}
+
+        for name, fn in (("plain", plain_turn), ("activemem", activemem_turn)):
+            fn()  # compile
+            runs = [fn() for _ in range(args.repeats)]
+            res[name] = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+    res["overhead"] = res["activemem"]["total"] / res["plain"]["total"] - 1.0
+    res["peak_rss_gib"] = peak_rss_gib()
+    p, a = res["plain"], res["activemem"]
+    print(f"batch {b}, {res['prompt_tokens_mean']:.0f}-token prompts, {args.new_tokens} new tokens, K={args.latents}")
+    print(f"plain turn      {p['total']:.2f} s")
+    print(f"ActiveMem turn  {a['total']:.2f} s  (encode {a['encode']:.2f}, tree+controller "
+          f"{a['tree_controller']:.3f}, generate {a['generate']:.2f})")
+    print(f"overhead        {100 * res['overhead']:+.1f}%  (target <= +10%)")
+    if args.eval_summary:
+        with open(args.eval_summary) as f:
+            summary = json.load(f)
+        res["peak_tokens_vs_n"] = {v: {n: s["peak_tokens"] for n, s in by_n.items()} for v, by_n in summary.items()}
+        for v, by_n in res["peak_tokens_vs_n"].items():
+            print(f"peak tokens {v:10s} " + "  ".join(f"N={n}: {t:.0f}" for n, t in by_n.items()))
+    write_json(args.out, res)
+
+
+if __name__ == "__main__":
+    main()
