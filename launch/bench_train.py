@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
 
 from activemem_jax.bench_report import peak_rss_gib, write_json
 
@@ -73,7 +76,16 @@ def trl_peer(args) -> dict:
     torch.set_num_threads(os.cpu_count() or 1)
     kw = dict(gguf_file=os.path.basename(path))
     tok = AutoTokenizer.from_pretrained(os.path.dirname(path), **kw)
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), dtype=torch.float32, **kw)
+    gguf = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), dtype=torch.float32, **kw)
+    # the GGUF load is flagged "quantized" (Trainer refuses it): a plain copy of the same weights
+    config = gguf.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf.state_dict())
+    plain_dir = tempfile.mkdtemp()  # TRL loads its reference model from a path
+    model.save_pretrained(plain_dir)
+    tok.save_pretrained(plain_dir)
     rows = args.prompts * args.group
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": p}]} for p in PROMPTS[:args.prompts]] * 64)
 
@@ -97,14 +109,13 @@ def trl_peer(args) -> dict:
                         num_generations=args.group, max_completion_length=args.new_tokens,
                         learning_rate=1e-6, max_steps=1 + args.steps, logging_steps=1, report_to=[],
                         use_cpu=True, bf16=False, temperature=1.0, beta=0.04, save_strategy="no",
-                        gradient_accumulation_steps=1, seed=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data,
+                        gradient_accumulation_steps=1, seed=0, model_init_kwargs={"dtype": torch.float32})
+    trainer = GRPOTrainer(model=plain_dir, reward_funcs=reward, args=config, train_dataset=data,
                           processing_class=tok, callbacks=[Clock()])
     trainer.train()
-    prompt_len = len(tok.apply_chat_template([{"role": "user", "content": PROMPTS[0]}],
-                                             add_generation_prompt=True, tokenize=True))
-    if isinstance(prompt_len, dict):
-        prompt_len = len(prompt_len["input_ids"])
+    ids = tok.apply_chat_template([{"role": "user", "content": PROMPTS[0]}], add_generation_prompt=True,
+                                  tokenize=True)
+    prompt_len = len(ids["input_ids"] if hasattr(ids, "keys") else ids)
     timed, lens = times[1:], lengths[1:] or lengths
     tokens = [rows * (prompt_len + mean_len) for mean_len in lens[:len(timed)]]
     return {"step_s": float(np.mean(timed)), "tokens_per_s": float(np.sum(tokens) / np.sum(timed[:len(tokens)])),

@@ -222,29 +222,14 @@ class ActiveMem:
                                              jnp.asarray(h), keys, jnp.asarray(live_mask), scfg)
             paths.append(out.path)
             out = jax.device_get(out)
-            handles = {}
-            for i in live if responder is None else ():
-                p = prompts[i]
-                params = SamplingParams(temperature=temperature, top_p=c.top_p,
-                                        max_tokens=c.max_tokens, stop=c.stop,
-                                        seed=request_seed(seed, uids[i], turn))
-                lat = out.latents[i] if c.num_latents else None
-                handles[i] = eng.submit(p.ids, params, latents=lat,
-                                        latent_positions=p.latent_pos if c.num_latents else None)
-            texts = [""] * e
             if responder is None:
-                outputs = {i: handles[i].result() for i in live}
-                for i in live:
-                    texts[i] = _cut_at_stop(self.model.tokenizer.decode(outputs[i].token_ids,
-                                                                        skip_special_tokens=True), c.stop)
+                outputs = self._generate(prompts, live, out.latents, uids, turn, seed, temperature)
+                texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
+                                         c.stop) for i, o in outputs.items()}
             else:
-                outputs = {}
-                for i in live:
-                    texts[i] = responder(i, turn)
-                    ids = self.model.tokenizer(texts[i], add_special_tokens=False)["input_ids"]
-                    eos = self.model.tokenizer.eos_token_id
-                    ids = list(ids) + ([eos] if eos is not None else [])  # the expert ends its turn
-                    outputs[i] = _Scripted(ids, [0.0] * len(ids))
+                texts = {i: responder(i, turn) for i in live}
+                outputs = {i: self._scripted(texts[i]) for i in live}
+            texts = [texts.get(i, "") for i in range(e)]
             obs, rewards, dones, infos = env.step(texts)
             now = time.perf_counter() - start
             for i in live:
@@ -272,6 +257,27 @@ class ActiveMem:
                          else jnp.full((e, 0, max_depth), -1, jnp.int32))
         result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths)
         return self.commit(result) if commit else result
+
+    def _generate(self, prompts, live, latents, uids, turn, seed, temperature) -> dict:
+        """The live episodes' turns on the engine, m_t spliced over the placeholders."""
+        c = self.config
+        handles = {}
+        for i in live:
+            p = prompts[i]
+            params = SamplingParams(temperature=temperature, top_p=c.top_p, max_tokens=c.max_tokens,
+                                    stop=c.stop, seed=request_seed(seed, uids[i], turn))
+            if c.num_latents:
+                handles[i] = self.engine.submit(p.ids, params, latents=latents[i], latent_positions=p.latent_pos)
+            else:
+                handles[i] = self.engine.submit(p.ids, params)
+        return {i: h.result() for i, h in handles.items()}
+
+    def _scripted(self, text: str) -> "_Scripted":
+        """A scripted (expert) turn: its tokens and the EOS that ends it; log-probs 0."""
+        tok = self.model.tokenizer
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        ids += [tok.eos_token_id] if tok.eos_token_id is not None else []
+        return _Scripted(ids, [0.0] * len(ids))
 
     def _measure(self, t: Trajectory):
         pre = self.layout.preamble_tokens

@@ -292,9 +292,11 @@ class Trainer:
         chunks = self._chunks(batch)
         if t.algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             for c in chunks:
-                c["old_logp"] = self.update.logprobs(self.params, state, c)
+                if t.ppo_epochs > 1 or len(chunks) > 1:  # else the loss detaches the current ones
+                    c["old_logp"] = self.update.logprobs(self.params, state, c)
                 if t.beta:
                     c["ref_logp"] = self.update.logprobs(self.ref_params, state, c)
+            jax.block_until_ready(chunks)
         t2 = time.perf_counter()
         sums: dict = {}
         n_updates = 0

@@ -94,7 +94,9 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
     m = mask.astype(jnp.float32)
     metrics = {"entropy": jnp.sum(entropy * m) / jnp.maximum(jnp.sum(m), 1.0)}
     if cfg.algo == "grpo":
-        token_loss, pm = grpo.policy_loss(logp, batch["old_logp"], batch["adv"], mask, cfg.clip_eps,
+        # without recorded old log-probs (one update per rollout): the current ones, detached
+        old = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
+        token_loss, pm = grpo.policy_loss(logp, old, batch["adv"], mask, cfg.clip_eps,
                                           cfg.clip_eps_high, cfg.agg, batch.get("ref_logp"), cfg.beta)
         tree_term = grpo.tree_loss(tree_logp, batch["tree_adv"], chooses)
         metrics.update(pm)
