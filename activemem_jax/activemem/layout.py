@@ -71,7 +71,18 @@ class PromptLayout:
 
     def render(self, task_prompt: str, history: Sequence[tuple[str, str]] = ()) -> TurnPrompt:
         """The prompt of the next turn."""
-        before, after = self._split(self.messages(task_prompt, history))
+        return self._turn(*self._split(self.messages(task_prompt, history)))
+
+    def render_continuation(self, task_prompt: str, partial: str) -> TurnPrompt:
+        """Delimiter steps of a single-shot task (MemGen-style): the assistant message so
+        far stays open, the K placeholders follow it, and the model continues it."""
+        msgs = [{"role": "user", "content": task_prompt}, {"role": "assistant", "content": partial + MARK}]
+        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, continue_final_message=True)
+        if text.count(MARK) != 1:
+            raise ValueError("the chat template dropped or repeated the latent marker")
+        return self._turn(*text.split(MARK))
+
+    def _turn(self, before: str, after: str) -> TurnPrompt:
         left, right = self._tok(before), self._tok(after)
         k = self.num_latents
         return TurnPrompt(ids=left + [self.placeholder_id] * k + right,

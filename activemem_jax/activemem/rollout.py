@@ -37,6 +37,7 @@ from activemem_jax.engine import PromptTooLong, SamplingParams
 from activemem_jax.memory import tree as hlmt
 
 SCOPES = ("persistent", "episode")
+STEP_MODES = ("turn", "delimiter")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +62,14 @@ class PolicyConfig:
     temperature: float = 1.0       # train 1.0; eval 0.01 (paper 6.1)
     top_p: float = 1.0
     stop: tuple = ("</search>", "</answer>")
+    step_mode: str = "turn"        # turn: one agent turn per step; delimiter: single-shot tasks,
+    delimiter: str = "\n\n"        # a step ends at the delimiter (wrap the env in SegmentedEnv)
 
     def __post_init__(self):
+        if self.step_mode not in STEP_MODES:
+            raise ValueError(f"step_mode={self.step_mode!r}: use one of {STEP_MODES}")
+        if self.step_mode == "delimiter" and not self.delimiter:
+            raise ValueError("step_mode='delimiter' needs a non-empty delimiter")
         if self.tree_scope not in SCOPES:
             raise ValueError(f"tree_scope={self.tree_scope!r}: use one of {SCOPES}")
         if self.max_ops < 1 or self.capacity < 2:
@@ -203,7 +210,7 @@ class ActiveMem:
         turn = 0
         while not all(done):
             live = [i for i in range(e) if not done[i]]
-            prompts = {i: self.layout.render(task_prompts[i], histories[i]) for i in live}
+            prompts = {i: self._prompt(task_prompts[i], histories[i]) for i in live}
             too_long = [i for i in live if len(prompts[i].ids) + 1 > eng.max_len]
             for i in too_long:  # the context is full: the episode ends unanswered
                 done[i] = True
@@ -225,7 +232,7 @@ class ActiveMem:
             if responder is None:
                 outputs = self._generate(prompts, live, out.latents, uids, turn, seed, temperature)
                 texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
-                                         c.stop) for i, o in outputs.items()}
+                                         self.stop_strings) for i, o in outputs.items()}
             else:
                 texts = {i: responder(i, turn) for i in live}
                 outputs = {i: self._scripted(texts[i]) for i in live}
@@ -258,6 +265,16 @@ class ActiveMem:
         result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths)
         return self.commit(result) if commit else result
 
+    def _prompt(self, task_prompt: str, history):
+        if self.config.step_mode == "delimiter" and history:
+            return self.layout.render_continuation(task_prompt, "".join(text for text, _ in history))
+        return self.layout.render(task_prompt, history)
+
+    @property
+    def stop_strings(self) -> tuple:
+        c = self.config
+        return ((c.delimiter,) if c.step_mode == "delimiter" else ()) + tuple(c.stop)
+
     def _generate(self, prompts, live, latents, uids, turn, seed, temperature) -> dict:
         """The live episodes' turns on the engine, m_t spliced over the placeholders."""
         c = self.config
@@ -265,7 +282,7 @@ class ActiveMem:
         for i in live:
             p = prompts[i]
             params = SamplingParams(temperature=temperature, top_p=c.top_p, max_tokens=c.max_tokens,
-                                    stop=c.stop, seed=request_seed(seed, uids[i], turn))
+                                    stop=self.stop_strings, seed=request_seed(seed, uids[i], turn))
             if c.num_latents:
                 handles[i] = self.engine.submit(p.ids, params, latents=latents[i], latent_positions=p.latent_pos)
             else:
