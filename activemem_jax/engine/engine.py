@@ -51,7 +51,6 @@ class Output:
     cached_tokens: int
     hidden: Optional[np.ndarray] = None  # [d] final hidden state of the last prompt token
 
-
     @property
     def completion_tokens(self) -> int:
         return len(self.token_ids)
