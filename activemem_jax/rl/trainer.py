@@ -275,6 +275,12 @@ class Trainer:
         result, group = self.rollout()
         t1 = time.perf_counter()
         rewards = np.asarray([tr.reward for tr in result.trajectories], np.float32)
+        if self.nproc == 1 and not any(tr.steps for tr in result.trajectories):
+            # every prompt overflowed the engine's context: nothing to learn from
+            log.warning("step %d: no turns (prompts longer than engine.max_len?); update skipped", self.step)
+            self.step += 1
+            return {"step": self.step, "reward_mean": float(rewards.mean()), "skipped": 1.0, "updates": 0,
+                    "time_step": time.perf_counter() - t0}
         episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
         paths = np.stack([s.path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
         extra = {}
