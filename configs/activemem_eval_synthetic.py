@@ -11,15 +11,7 @@ injection), --config.policy.use_tree=False (w/o HLMT), --config.policy.tree_acti
 
 import ml_collections
 
-from activemem_jax.activemem.rollout import PolicyConfig
-
-
-def policy_defaults(**overrides) -> ml_collections.ConfigDict:
-    import dataclasses
-
-    d = {f.name: getattr(PolicyConfig(), f.name) for f in dataclasses.fields(PolicyConfig)}
-    d.update(overrides)
-    return ml_collections.ConfigDict(d)
+from configs.activemem_base import policy_defaults
 
 
 def get_config() -> ml_collections.ConfigDict:

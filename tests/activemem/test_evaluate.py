@@ -1,0 +1,41 @@
+"""The evaluation's bookkeeping: rows, summary, table, plot, variants (no model)."""
+
+import numpy as np
+import pytest
+
+from activemem_jax.activemem import PolicyConfig, Step, Trajectory
+from activemem_jax.activemem import evaluate as ev
+
+
+def traj(answer, golds, peak, uid=0):
+    step = Step([1, 2], [], [3], [-0.1], "<answer>x</answer>", "", np.zeros(2), np.zeros(2), 0, 0.0,
+                np.asarray([1, 0, 0], bool), np.full(2, -1))
+    n = len(golds)
+    reward = sum(a == g[0] for a, g in zip(answer.split("; "), golds)) if len(answer.split("; ")) == n else 0
+    return Trajectory(task={"id": f"t{uid}", "answers": golds}, uid=uid, steps=[step] * 2, reward=float(reward),
+                      info={"answer": answer}, peak_tokens=peak, dependency_length=10.0, time_s=1.5)
+
+
+def test_rows_summary_table_and_plot(tmp_path):
+    rows = [ev.trajectory_row("activemem", traj("Paris; Rome", [["Paris"], ["Rome"]], 400)),
+            ev.trajectory_row("activemem", traj("Paris; Oslo", [["Paris"], ["Rome"]], 500, 1)),
+            ev.trajectory_row("plain", traj("Paris", [["Paris"], ["Rome"]], 900))]
+    assert rows[0]["em"] == 1.0 and rows[1]["em"] == 0.5 and rows[2]["em"] == 0.0
+    assert rows[0]["f1"] == 1.0 and 0 < rows[1]["f1"] < 1 and rows[2]["f1"] == 0.0  # wrong answer count
+    s = ev.summarize(rows)
+    assert s["activemem"][2]["em"] == 0.75 and s["activemem"][2]["peak_tokens"] == 450
+    assert s["activemem"][2]["peak_tokens_max"] == 500 and s["plain"][2]["tasks"] == 1
+    table = ev.format_table(s)
+    assert "| activemem | 2 | 2 | 0.750 |" in table and "| plain | 2 | 1 | 0.000 |" in table
+    ev.plot_peak_tokens(s, str(tmp_path / "peak.png"))
+    assert (tmp_path / "peak.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_variants():
+    base = PolicyConfig(num_latents=4)
+    assert ev.variant_config(base, "activemem") == base
+    plain, trunc = ev.variant_config(base, "plain"), ev.variant_config(base, "truncate")
+    assert (plain.num_latents, plain.use_tree, plain.layout) == (0, False, "full")
+    assert (trunc.num_latents, trunc.use_tree, trunc.layout) == (0, False, "constant")
+    with pytest.raises(ValueError, match="variant"):
+        ev.variant_config(base, "amem")
