@@ -142,7 +142,7 @@ def restore_policy(directory: str, policy, step: Optional[int] = None) -> int:
     finally:
         ckpt.close()
     policy.params = out["params"]["controller"]
-    policy.tree = out["tree"]
+    policy.tree = jax.tree.map(jax.numpy.asarray, out["tree"])
     if out["params"]["lora"]:
         alpha = float(out["meta"].get("lora_alpha", 16.0))
         policy.engine.set_weights(merge_lora(policy.model.state, out["params"]["lora"], alpha))

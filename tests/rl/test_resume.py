@@ -71,6 +71,15 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_mo
     assert step_a == step_b == 6
     jax.tree.map(np.testing.assert_array_equal, params_a, params_b)
     jax.tree.map(np.testing.assert_array_equal, tree_a, tree_b)
+    # evaluation loads a run's controller and tree into a policy
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.rl.checkpoints import restore_policy
+    from tests.rl import train_config
+
+    policy = ActiveMem(tiny_model, None, PolicyConfig.from_dict(train_config.get_config().policy.to_dict()))
+    assert restore_policy(os.path.join(straight, "checkpoints"), policy) == 6
+    jax.tree.map(np.testing.assert_array_equal, params_a["controller"], jax.tree.map(np.asarray, policy.params))
+    jax.tree.map(np.testing.assert_array_equal, tree_a, jax.tree.map(np.asarray, policy.tree))
     with open(os.path.join(broken, "metrics.jsonl")) as f:
         assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == [1, 2, 3, 4, 5, 6]
 
