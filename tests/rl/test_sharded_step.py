@@ -11,20 +11,27 @@ from tests.rl import train_config
 pytestmark = pytest.mark.slow
 
 
-def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tiny_engine):
-    from activemem_jax.models import load_pretrained
+def trainer_and_rows(tmp_path, tiny_model, tiny_engine):
+    """A trainer on the tiny model and one rollout's rows, with made-up nonzero advantages."""
     from activemem_jax.rl.trainer import Trainer
-    from activemem_jax.rl.update import TrainStep
-    from activemem_jax.sharding import make_mesh
 
     cfg = train_config.get_config()
     cfg.out_dir = str(tmp_path)
+    cfg.log.tensorboard = False
     trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    result, _ = trainer.rollout()
+    n = sum(len(t.steps) for t in result.trajectories)
+    adv = np.linspace(-1, 1, n).astype(np.float32)
+    return trainer, trainer._rows(result, adv, adv[::-1].copy())
+
+
+def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tiny_engine):
+    from activemem_jax.models import load_pretrained
+    from activemem_jax.rl.update import TrainStep
+    from activemem_jax.sharding import make_mesh
+
+    trainer, batch = trainer_and_rows(tmp_path, tiny_model, tiny_engine)
     try:
-        result, _ = trainer.rollout()
-        n = sum(len(t.steps) for t in result.trajectories)
-        adv = np.linspace(-1, 1, n).astype(np.float32)
-        batch = trainer._rows(result, adv, adv[::-1].copy())
         params0 = jax.tree.map(np.asarray, trainer.params)
         # plain SGD: the updated params are then the gradients, well conditioned to compare
         # (Adam's first step lr * g / |g| turns rounding in near-zero gradients into sign flips)
@@ -62,18 +69,10 @@ def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tin
 def test_micro_batches_accumulate_to_the_full_batch(tmp_path, tiny_model, tiny_engine, agg):
     import dataclasses
 
-    from activemem_jax.rl.trainer import Trainer
     from activemem_jax.rl.update import TrainStep
 
-    cfg = train_config.get_config()
-    cfg.out_dir = str(tmp_path)
-    cfg.log.tensorboard = False
-    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    trainer, batch = trainer_and_rows(tmp_path, tiny_model, tiny_engine)
     try:
-        result, _ = trainer.rollout()
-        n = sum(len(t.steps) for t in result.trajectories)
-        adv = np.linspace(-1, 1, n).astype(np.float32)
-        batch = trainer._rows(result, adv, adv[::-1].copy())
         batch["resp_mask"][::3] = False  # rows without tokens weigh differently per mode
         (chunk,) = trainer._chunks(batch)
         chunk["old_logp"] = jax.numpy.asarray(batch["resp_old_logp"]) - 0.05
