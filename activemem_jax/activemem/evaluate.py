@@ -79,7 +79,7 @@ def summarize(rows: Sequence[dict]) -> dict:
 
 
 def format_table(summary: dict) -> str:
-    lines = [f"| variant | N | tasks | EM | F1 | peak tokens | dependency | time/traj s | turns |",
+    lines = ["| variant | N | tasks | EM | F1 | peak tokens | dependency | time/traj s | turns |",
              "|---|---|---|---|---|---|---|---|---|"]
     for v, by_n in summary.items():
         for n, s in by_n.items():

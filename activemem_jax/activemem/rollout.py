@@ -33,7 +33,7 @@ from activemem_jax import metrics
 from activemem_jax.activemem.controller import Controller
 from activemem_jax.activemem.layout import PromptLayout
 from activemem_jax.activemem.step import StepConfig, controller_step
-from activemem_jax.engine import PromptTooLong, SamplingParams
+from activemem_jax.engine import SamplingParams
 from activemem_jax.memory import tree as hlmt
 
 SCOPES = ("persistent", "episode")

@@ -36,7 +36,6 @@ class StepConfig:
 @flax.struct.dataclass
 class StepOutput:
     latents: jax.Array    # [E, K, d]
-    h: jax.Array          # [E, d] (the input, kept for the trainer)
     p_bar: jax.Array      # [E, d]
     action: jax.Array     # [E] int32 (noop / insert / update)
     logp: jax.Array       # [E] log pi_tree(action) under the mask
@@ -95,7 +94,7 @@ def controller_step(graphdef, params, overlays, logs, h, keys, live, cfg: StepCo
     overlays, logs, slot = jax.vmap(_apply)(overlays, logs, action, leaf, out.insert_vec,
                                             out.update_vec, out.gate)
     return overlays, logs, StepOutput(
-        latents=out.latents, h=h, p_bar=p_bar, action=action, logp=jnp.where(live, logp, 0.0),
+        latents=out.latents, p_bar=p_bar, action=action, logp=jnp.where(live, logp, 0.0),
         mask=mask & live[:, None], path=path.nodes, path_len=path.length,
         slot=jnp.where(action > 0, slot, -1))
 

@@ -15,7 +15,6 @@ compact response view (resp_pos / resp_mask [R, A]); "old_logp" and "ref_logp" a
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Optional
 
 import jax
