@@ -7,7 +7,7 @@ decode the same number of tokens (greedy, EOS ignored), so the difference is the
 ActiveMem machinery. Also prints peak tokens vs N from an evaluation summary, if given.
 
     python launch/bench_activemem.py [--batch 16] [--new-tokens 64] [--latents 4]
-        [--eval-summary runs/activemem_eval_synthetic/summary.json]
+        [--weights f32|bf16w] [--eval-summary runs/activemem_eval_synthetic/summary.json]
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--latents", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
+                    help="f32, or bf16 weights with f32 activations (faster on CPUs with bf16 units)")
     ap.add_argument("--eval-summary", default="")
     ap.add_argument("--out", default="bench_results/activemem.json")
     args = ap.parse_args()
@@ -43,7 +45,8 @@ def main():
     from activemem_jax.models import load_pretrained
 
     b = args.batch
-    model = load_pretrained("embedded", mesh=sharding.make_mesh(devices=jax.devices()[:1]))
+    precision = dict(dtype="bfloat16", activation_dtype="float32") if args.weights == "bf16w" else {}
+    model = load_pretrained("embedded", mesh=sharding.make_mesh(devices=jax.devices()[:1]), **precision)
     world = synthetic_world.generate(seed=0, n_entities=2000)
     env = MultiObjectiveQAEnv(BM25Retriever(world.documents), max_turns=4)
     tasks = synthetic_world.make_tasks(world, "test", 2, b, seed=0)
@@ -53,7 +56,7 @@ def main():
                for t in tasks]
     obs, _, _, _ = env.step(actions)
     params = SamplingParams(temperature=0, max_tokens=args.new_tokens, ignore_eos=True)
-    res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents}
+    res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents, "weights": args.weights}
     with Engine(model, max_slots=b, max_len=2048) as eng:
         policy = ActiveMem(model, eng, PolicyConfig(num_latents=args.latents, capacity=4096))
         # a persistent tree with some structure, as after training
@@ -85,8 +88,9 @@ def main():
                                      jnp.ones((b,), bool), policy.config.step_config)
             latents = np.asarray(out.latents)
             t2 = time.perf_counter()
-            handles = [eng.submit(t.ids, params, latents=latents[i], latent_positions=t.latent_pos)
-                       for i, t in enumerate(turns)]
+            with eng.batch():
+                handles = [eng.submit(t.ids, params, latents=latents[i], latent_positions=t.latent_pos)
+                           for i, t in enumerate(turns)]
             [hd.result() for hd in handles]
             t3 = time.perf_counter()
             return {"total": t3 - t0, "encode": t1 - t0, "tree_controller": t2 - t1, "generate": t3 - t2}
@@ -98,7 +102,8 @@ def main():
     res["overhead"] = res["activemem"]["total"] / res["plain"]["total"] - 1.0
     res["peak_rss_gib"] = peak_rss_gib()
     p, a = res["plain"], res["activemem"]
-    print(f"batch {b}, {res['prompt_tokens_mean']:.0f}-token prompts, {args.new_tokens} new tokens, K={args.latents}")
+    print(f"batch {b}, {res['prompt_tokens_mean']:.0f}-token prompts, {args.new_tokens} new tokens, "
+          f"K={args.latents}, weights {args.weights}")
     print(f"plain turn      {p['total']:.2f} s")
     print(f"ActiveMem turn  {a['total']:.2f} s  (encode {a['encode']:.2f}, tree+controller "
           f"{a['tree_controller']:.3f}, generate {a['generate']:.2f})")

@@ -32,9 +32,9 @@ def test_sharded_forward_equals_unsharded(tiny_dir, axes):
     q = model.state["layers"][0]["attn"]["q_proj"]["kernel"].get_value()
     emb = model.state["embedding"].get_value()
     if axes.get("tensor") == 4:
-        assert q.sharding.spec == P("fsdp", "tensor")
+        assert q.sharding.spec == P("tensor", "fsdp")  # kernels are [out, in]
         assert emb.sharding.spec == P("tensor", "fsdp")
-        assert q.addressable_shards[0].data.shape == (q.shape[0] // 2, q.shape[1] // 4)
+        assert q.addressable_shards[0].data.shape == (q.shape[0] // 4, q.shape[1] // 2)
     else:
         assert q.sharding.spec == P(None, None)  # no fsdp/tensor axis: weights replicated
     assert len(q.sharding.device_set) == 8

@@ -1,10 +1,10 @@
 """Optional LoRA on the backbone's attention projections (paper 8.2; off by default).
 
     lora = init_lora(model.state, rank=8, targets=("q_proj", "v_proj"), key=key)
-    state = merge_lora(model.state, lora, alpha=16.0)   # W + (alpha / r) A @ B, a new state
+    state = merge_lora(model.state, lora, alpha=16.0)   # W + (alpha / r) (A @ B)^T, a new state
 
 The adapters are a plain pytree {path: {"a": [in, r], "b": [r, out]}} trained beside the
-controller; `b` starts at zero, so the merged backbone equals the frozen one until the
+controller (kernels are stored [out, in], hence the transpose); `b` starts at zero, so the merged backbone equals the frozen one until the
 first update. The frozen weights are never modified: `merge_lora` returns new arrays
 (gradients flow into A and B only), and the engine decodes with the merged state through
 `Engine.set_weights`.
@@ -35,7 +35,7 @@ def init_lora(state, rank: int, targets=("q_proj", "v_proj"), key=None) -> dict:
     key = jax.random.PRNGKey(0) if key is None else key
     out = {}
     for i, (name, _, var) in enumerate(_kernels(state, targets)):
-        d_in, d_out = var[...].shape
+        d_out, d_in = var[...].shape
         a = jax.random.normal(jax.random.fold_in(key, i), (d_in, rank), jnp.float32) / jnp.sqrt(d_in)
         out[name] = {"a": a, "b": jnp.zeros((rank, d_out), jnp.float32)}
     if not out:
@@ -44,7 +44,7 @@ def init_lora(state, rank: int, targets=("q_proj", "v_proj"), key=None) -> dict:
 
 
 def merge_lora(state, lora: dict, alpha: float = 16.0):
-    """A new backbone state with W + (alpha / rank) A @ B for every adapted kernel."""
+    """A new backbone state with W + (alpha / rank) (A @ B)^T for every adapted kernel."""
     if not lora:
         return state
     leaves = []
@@ -53,7 +53,7 @@ def merge_lora(state, lora: dict, alpha: float = 16.0):
         if name in lora:
             a, b = lora[name]["a"], lora[name]["b"]
             w = var[...]
-            delta = (alpha / a.shape[1]) * (a @ b)
+            delta = (alpha / a.shape[1]) * (a @ b).T
             var = var.replace(value=(w.astype(jnp.float32) + delta).astype(w.dtype))
         leaves.append((path, var))
     return nnx.from_flat_state(leaves)

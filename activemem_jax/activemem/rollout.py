@@ -279,14 +279,16 @@ class ActiveMem:
         """The live episodes' turns on the engine, m_t spliced over the placeholders."""
         c = self.config
         handles = {}
-        for i in live:
-            p = prompts[i]
-            params = SamplingParams(temperature=temperature, top_p=c.top_p, max_tokens=c.max_tokens,
-                                    stop=self.stop_strings, seed=request_seed(seed, uids[i], turn))
-            if c.num_latents:
-                handles[i] = self.engine.submit(p.ids, params, latents=latents[i], latent_positions=p.latent_pos)
-            else:
-                handles[i] = self.engine.submit(p.ids, params)
+        with self.engine.batch():  # admitted together: batched prefills, fixed shapes
+            for i in live:
+                p = prompts[i]
+                params = SamplingParams(temperature=temperature, top_p=c.top_p, max_tokens=c.max_tokens,
+                                        stop=self.stop_strings, seed=request_seed(seed, uids[i], turn))
+                if c.num_latents:
+                    handles[i] = self.engine.submit(p.ids, params, latents=latents[i],
+                                                    latent_positions=p.latent_pos)
+                else:
+                    handles[i] = self.engine.submit(p.ids, params)
         return {i: h.result() for i, h in handles.items()}
 
     def _scripted(self, text: str) -> "_Scripted":

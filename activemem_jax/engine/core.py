@@ -57,47 +57,63 @@ def prefill_bucket(n: int) -> int:
     return next(b for b in PREFILL_BUCKETS if b >= n)
 
 
-def prefill(graphdef, params, state: DecodeState, slot, tokens, start, length, latents, latent_pos,
-            sampling, *, kv_len: int):
-    """Run prompt tokens [1, R] (the first `length` real) at positions start..start+R-1 of
-    `slot`'s cache rows, in place. latents [MAX_LATENTS, d] replace the embeddings of the
-    tokens at absolute prompt positions latent_pos [MAX_LATENTS] (-1 = unused).
-    sampling = (temperature, top_k, top_p, seed) [1] arrays for the first token.
-    Returns (state, token [1], logprob [1], top_lp [1, N], top_ids [1, N], hidden [1, d])."""
+def prefill_rows(n: int, max_slots: int) -> int:
+    """Rows of a batched prefill holding n prompts: 1, 4, 16, ... capped at max_slots
+    (few shapes, little padding)."""
+    p = 1
+    while p < n:
+        p *= 4
+    return min(p, max_slots)
+
+
+def prefill(graphdef, params, state: DecodeState, slots, tokens, starts, lengths, latents, latent_pos,
+            sampling, *, kv_len: int, fresh: bool = False):
+    """Run P prompt chunks at once, each straight into its own slot's cache rows.
+
+    tokens [P, R]: row i holds the chunk of slot slots[i] at positions starts[i].., its
+    first lengths[i] tokens real. A padding row has slot == number of slots: its writes
+    are dropped. latents [P, MAX_LATENTS, d] replace the embeddings of the tokens at
+    absolute prompt positions latent_pos [P, MAX_LATENTS] (-1 = unused).
+    sampling = (temperature, top_k, top_p, seed), [P] arrays, for each first token.
+    fresh (static): every start is 0, so the chunks attend only to themselves (causal
+    chunks; the cache is written, not read).
+    Returns (state, token [P], logprob [P], top_lp [P, N], top_ids [P, N], hidden [P, d])."""
     model = nnx.merge(graphdef, params)
-    r = tokens.shape[1]
+    p, r = tokens.shape
     embeds = model.embed_tokens(tokens)
-    rel = latent_pos - start
-    use = (latent_pos >= 0) & (rel >= 0) & (rel < length)
-    embeds = embeds.at[0, jnp.where(use, rel, r)].set(latents.astype(embeds.dtype), mode="drop")
-    steps = start + jnp.arange(r, dtype=jnp.int32)[None]
-    _, hidden, cache = model(embeds=embeds, positions=steps, attention_mask=steps < start + length,
-                             cache=state.cache, slots=steps, return_logits=False, kv_len=kv_len,
-                             cache_rows=jnp.reshape(slot, (1,)))
-    last = jax.lax.dynamic_index_in_dim(hidden[0], length - 1, keepdims=False)[None]
+    rel = latent_pos - starts[:, None]
+    use = (latent_pos >= 0) & (rel >= 0) & (rel < lengths[:, None])
+    rows = jnp.arange(p)[:, None]
+    embeds = embeds.at[rows, jnp.where(use, rel, r)].set(latents.astype(embeds.dtype), mode="drop")
+    steps = starts[:, None] + jnp.arange(r, dtype=jnp.int32)[None]
+    _, hidden, cache = model(embeds=embeds, positions=steps, attention_mask=steps < (starts + lengths)[:, None],
+                             cache=state.cache, slots=None if fresh else steps, return_logits=False,
+                             kv_len=kv_len, cache_rows=slots)
+    last = hidden[jnp.arange(p), jnp.maximum(lengths - 1, 0)]
     temperature, top_k, top_p, seed = sampling
     token, logprob, top_lp, top_ids = sample(model.lm_logits(last), temperature, top_k, top_p,
-                                             seed, jnp.zeros((1,), jnp.int32))
+                                             seed, jnp.zeros((p,), jnp.int32))
     return state.replace(cache=cache), token, logprob, top_lp, top_ids, last
 
 
-def insert(state: DecodeState, slot, length, token, sampling) -> DecodeState:
-    """Start `slot` decoding after its prefilled prompt of `length` tokens and `token`."""
+def insert(state: DecodeState, slots, lengths, tokens, sampling) -> DecodeState:
+    """Start each slot in `slots` [P] decoding after its prefilled prompt of `lengths`
+    tokens and its first sampled token (rows whose slot is out of range are skipped)."""
     temperature, top_k, top_p, seed = sampling
-    put = lambda a, v: a.at[slot].set(v[0] if v.ndim else v)  # noqa: E731
-    return state.replace(lengths=put(state.lengths, length), tokens=put(state.tokens, token),
-                         active=state.active.at[slot].set(True),
-                         temperature=put(state.temperature, temperature), top_k=put(state.top_k, top_k),
-                         top_p=put(state.top_p, top_p), seeds=put(state.seeds, seed),
-                         steps=state.steps.at[slot].set(1))
+
+    def put(a, v):
+        return a.at[slots].set(v, mode="drop")
+
+    return state.replace(lengths=put(state.lengths, lengths), tokens=put(state.tokens, tokens),
+                         active=put(state.active, True), temperature=put(state.temperature, temperature),
+                         top_k=put(state.top_k, top_k), top_p=put(state.top_p, top_p),
+                         seeds=put(state.seeds, seed), steps=put(state.steps, 1))
 
 
 def copy_row(state: DecodeState, src, dst) -> DecodeState:
     """Copy `src`'s cache rows into `dst` (to reuse a prefix another slot holds)."""
-    cache = state.cache
-    return state.replace(cache=KVCache(k=tuple(c.at[dst].set(c[src]) for c in cache.k),
-                                       v=tuple(c.at[dst].set(c[src]) for c in cache.v),
-                                       mask=cache.mask.at[dst].set(cache.mask[src])))
+    cache = jax.tree.map(lambda c: c.at[dst].set(c[src]), state.cache)
+    return state.replace(cache=cache)
 
 
 def release(state: DecodeState, slot) -> DecodeState:
@@ -124,7 +140,7 @@ def generate(graphdef, params, state: DecodeState, *, kv_len: int):
 def compiled(graphdef):
     """The jitted steps for one model structure (cache buffers donated)."""
     return {
-        "prefill": jax.jit(functools.partial(prefill, graphdef), static_argnames="kv_len",
+        "prefill": jax.jit(functools.partial(prefill, graphdef), static_argnames=("kv_len", "fresh"),
                            donate_argnums=(1,)),
         "insert": jax.jit(insert, donate_argnums=(0,)),
         "copy_row": jax.jit(copy_row, donate_argnums=(0,)),

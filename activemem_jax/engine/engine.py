@@ -13,6 +13,7 @@ matched on detokenized text; a finished or cancelled request frees its slot at o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import queue
@@ -30,6 +31,7 @@ from activemem_jax.engine.sampling import SamplingParams
 Prompt = Union[str, Sequence[int], Sequence[dict]]
 REUSE_MIN = 16  # copy another slot's row only when it saves at least this many tokens
 PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
+PREFILL_TOKENS = 4096  # most padded tokens one batched prefill call computes
 
 
 class QueueFull(RuntimeError):
@@ -138,12 +140,14 @@ class Engine:
         self._lengths = [0] * max_slots  # host copy of cache rows in use per slot
         self._history: list[list[int]] = [[] for _ in range(max_slots)]  # tokens whose KV a row holds
         self._pending: "queue.Queue[Request]" = queue.Queue(maxsize=max_queue)
+        self._admission = threading.Lock()  # held while a batch is submitted (see batch())
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._rng = random.Random()
         self._error: Optional[BaseException] = None
         self._current: Optional[Request] = None
-        self.stats = {"steps": 0, "prefill_tokens": 0, "cached_tokens": 0, "generated_tokens": 0}
+        self.stats = {"steps": 0, "prefill_calls": 0, "prefill_tokens": 0, "cached_tokens": 0,
+                      "generated_tokens": 0}
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
 
@@ -184,17 +188,27 @@ class Engine:
         self._wake.set()
         return handle
 
+    @contextlib.contextmanager
+    def batch(self):
+        """Requests submitted inside `with engine.batch():` are admitted together (as slots
+        allow): their prompts share batched prefill calls, and a given batch of requests
+        always meets the same compiled shapes."""
+        with self._admission:
+            yield
+
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]], params: SamplingParams = SamplingParams(),
                  timeout: Optional[float] = None) -> list[Output]:
         """Blocking: one Output per prompt (a single str/ids/messages prompt also works)."""
         single = isinstance(prompts, str) or (len(prompts) and isinstance(prompts[0], (int, dict)))
-        handles = [self.submit(p, params) for p in ([prompts] if single else prompts)]
+        with self.batch():
+            handles = [self.submit(p, params) for p in ([prompts] if single else prompts)]
         return [h.result(timeout) for h in handles]
 
     def encode_hidden(self, prompts: Sequence[Prompt], timeout: Optional[float] = None) -> np.ndarray:
         """[n, d] final hidden states of each prompt's last token (prefill only; the
         prompts' KV stays cached, so a later request sharing a prefix reuses it)."""
-        handles = [self.submit(p, hidden="only") for p in prompts]
+        with self.batch():
+            handles = [self.submit(p, hidden="only") for p in prompts]
         return np.stack([h.result(timeout).hidden for h in handles])
 
     async def stream(self, prompt: Prompt, params: SamplingParams = SamplingParams(), **kw):
@@ -293,14 +307,18 @@ class Engine:
         for slot in range(self.max_slots):
             if self._slots[slot] is not None and self._slots[slot].cancelled:
                 self._finish(self._slots[slot], "cancelled")
-        while not self._pending.empty() and None in self._slots:
-            request = self._pending.get_nowait()
-            if request.cancelled:
-                self._finish(request, "cancelled")
-                continue
-            self._current = request
-            self._start(request)
-            self._current = None
+        batch = []
+        with self._admission:
+            while not self._pending.empty() and None in self._slots:
+                request = self._pending.get_nowait()
+                if request.cancelled:
+                    self._finish(request, "cancelled")
+                    continue
+                self._current = request
+                batch.append(self._reserve(request))
+                self._current = None
+        if batch:
+            self._prefill(batch)
 
     @staticmethod
     def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -310,7 +328,9 @@ class Engine:
                 return i
         return n
 
-    def _start(self, req: Request):
+    def _reserve(self, req: Request) -> tuple[Request, int, int]:
+        """Give `req` a free slot holding the longest reusable prefix of its prompt (copied
+        in from another slot when that saves enough). Returns (req, slot, reused tokens)."""
         ids = req.prompt_ids
         limit = len(ids) - 1  # the last prompt token is always recomputed (its logits)
         used = req.latent_pos[req.latent_pos >= 0]
@@ -323,36 +343,83 @@ class Engine:
         if match[source] < match[slot] + REUSE_MIN:
             source = slot
         reuse = match[source]
-        fns = self._fns
         if source != slot:
-            self._state = fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))))
-        sampling = self._put((np.asarray([req.params.temperature], np.float32),
-                              np.asarray([req.params.top_k], np.int32),
-                              np.asarray([req.params.top_p], np.float32), np.asarray([req.seed], np.int32)))
-        lat, pos, slot_arr = self._put((req.latents, req.latent_pos, np.int32(slot)))
-        start = reuse
-        while start < len(ids):
-            chunk = ids[start:start + PREFILL_CHUNK]
-            r = core.prefill_bucket(len(chunk))
-            tokens = np.zeros((1, r), np.int32)
-            tokens[0, :len(chunk)] = chunk
-            tokens, at, n = self._put((tokens, np.int32(start), np.int32(len(chunk))))
-            self._state, token, logprob, top_lp, top_ids, last = fns["prefill"](
-                self._params, self._state, slot_arr, tokens, at, n, lat, pos, sampling,
-                kv_len=core.kv_bucket(start + r, self.rows))
-            start += len(chunk)
-        if req.hidden_mode != "no":
-            req.hidden = np.asarray(last[0], np.float32)
-        self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
-        req.cached_tokens = reuse
-        self.stats["prefill_tokens"] += len(ids) - reuse
-        self.stats["cached_tokens"] += reuse
-        if req.hidden_mode == "only":
-            return self._finish(req, "stop")
-        self._state = fns["insert"](self._state, slot_arr, self._put(np.int32(len(ids))), token, sampling)
+            self._state = self._fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))))
         self._slots[slot] = req
-        self._lengths[slot] = len(ids)
-        self._emit(req, slot, int(token[0]), float(logprob[0]), top_lp[0], top_ids[0])
+        self._history[slot] = list(ids[:reuse])  # what stays valid until its prefill lands
+        return req, slot, reuse
+
+    def _prefill(self, batch: list[tuple[Request, int, int]]):
+        """Prefill reserved requests together: chunks before a prompt's last one run alone,
+        then all last chunks run as batched calls grouped by padded length."""
+        groups: dict[int, list] = {}
+        for req, slot, reuse in batch:
+            start, ids = reuse, req.prompt_ids
+            while len(ids) - start > PREFILL_CHUNK:
+                self._run_prefill([(req, slot, start, ids[start:start + PREFILL_CHUNK])])
+                start += PREFILL_CHUNK
+            groups.setdefault(core.prefill_bucket(len(ids) - start), []).append(
+                (req, slot, start, ids[start:]))
+        for r, items in sorted(groups.items()):
+            cap = max(1, min(self.max_slots, PREFILL_TOKENS // r))
+            for i in range(0, len(items), cap):
+                chunk = items[i:i + cap]
+                self._started(chunk, self._run_prefill(chunk), {s: u for _, s, u in batch})
+
+    def _run_prefill(self, items):
+        """One jitted prefill of chunks [(req, slot, start, tokens)], padded to a row bucket."""
+        r = core.prefill_bucket(max(len(t) for *_, t in items))
+        p = min(core.prefill_rows(len(items), self.max_slots), max(len(items), PREFILL_TOKENS // r))
+        d = self.model.config.hidden_size
+        tokens = np.zeros((p, r), np.int32)
+        slots = np.full((p,), self.max_slots, np.int32)  # padding rows write nothing
+        starts, lengths, top_k, seed = (np.zeros((p,), np.int32) for _ in range(4))
+        temperature, top_p = np.zeros((p,), np.float32), np.ones((p,), np.float32)
+        lat = np.zeros((p, core.MAX_LATENTS, d), np.float32)
+        pos = np.full((p, core.MAX_LATENTS), -1, np.int32)
+        for i, (req, slot, start, chunk) in enumerate(items):
+            tokens[i, :len(chunk)] = chunk
+            slots[i], starts[i], lengths[i] = slot, start, len(chunk)
+            temperature[i], top_k[i], top_p[i] = req.params.temperature, req.params.top_k, req.params.top_p
+            seed[i], lat[i], pos[i] = req.seed, req.latents, req.latent_pos
+        sampling = (temperature, top_k, top_p, seed)
+        args = self._put((slots, tokens, starts, lengths, lat, pos, sampling))
+        self._state, *out = self._fns["prefill"](self._params, self._state, *args,
+                                                 kv_len=core.kv_bucket(int((starts + r).max()), self.rows),
+                                                 fresh=not starts.any())
+        self.stats["prefill_calls"] += 1
+        return args[0], args[-1], out
+
+    def _started(self, items, prefilled, reused: dict):
+        """After a prompt's last chunk: start decoding (one batched insert), record the
+        cached history, hand back hidden states, emit each first token."""
+        slots, sampling, (token, logprob, top_lp, top_ids, last) = prefilled
+        decode = np.asarray(slots).copy()
+        for i, item in enumerate(items):
+            if item[0].hidden_mode == "only":  # prefill only: never starts decoding
+                decode[i] = self.max_slots
+        lengths = np.zeros(decode.shape, np.int32)
+        lengths[:len(items)] = [len(req.prompt_ids) for req, *_ in items]
+        self._state = self._fns["insert"](self._state, *self._put((decode, lengths)), token, sampling)
+        token, logprob = np.asarray(token), np.asarray(logprob)
+        want_top = any(req.params.top_logprobs for req, *_ in items)
+        top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
+        hidden = np.asarray(last, np.float32) if any(req.hidden_mode != "no" for req, *_ in items) else None
+        for i, (req, slot, _, _) in enumerate(items):
+            ids = req.prompt_ids
+            used = req.latent_pos[req.latent_pos >= 0]
+            if req.hidden_mode != "no":
+                req.hidden = hidden[i]
+            self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
+            req.cached_tokens = reused[slot]
+            self.stats["prefill_tokens"] += len(ids) - reused[slot]
+            self.stats["cached_tokens"] += reused[slot]
+            if req.hidden_mode == "only":
+                self._finish(req, "stop")
+                continue
+            self._lengths[slot] = len(ids)
+            self._emit(req, slot, int(token[i]), float(logprob[i]),
+                       None if top_lp is None else top_lp[i], None if top_ids is None else top_ids[i])
 
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]

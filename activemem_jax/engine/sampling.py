@@ -57,20 +57,25 @@ def sample(logits, temperature, top_k, top_p, seeds, steps):
     Returns (tokens [B], logprobs [B] of the model's distribution at the chosen tokens,
     top log-probs [B, TOP_LOGPROBS] and their token ids)."""
     logprobs = jax.nn.log_softmax(logits, axis=-1)
-    greedy = jnp.argmax(logits, axis=-1)
-    scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
-    vals, ids = jax.lax.top_k(scaled, CANDIDATES)
-    rank = jnp.arange(CANDIDATES)[None, :]
-    keep = rank < jnp.where(top_k > 0, jnp.minimum(top_k, CANDIDATES), CANDIDATES)[:, None]
-    probs = jax.nn.softmax(jnp.where(keep, vals, -jnp.inf), axis=-1)
-    keep = keep & ((jnp.cumsum(probs, axis=-1) - probs) < top_p[:, None])
-    keys = jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, steps)
-    u = jax.vmap(lambda k: jax.random.uniform(k, ()))(keys)
-    pick = _inverse_cdf(jnp.where(keep, probs, 0.0), u)
-    full = _inverse_cdf(jax.nn.softmax(scaled, axis=-1), u)
-    use_full = (top_k <= 0) & (top_p >= 1.0)
-    sampled = jnp.where(use_full, full, jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0])
-    tokens = jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
+    greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+    def draw(_):
+        scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+        vals, ids = jax.lax.top_k(scaled, CANDIDATES)
+        rank = jnp.arange(CANDIDATES)[None, :]
+        keep = rank < jnp.where(top_k > 0, jnp.minimum(top_k, CANDIDATES), CANDIDATES)[:, None]
+        probs = jax.nn.softmax(jnp.where(keep, vals, -jnp.inf), axis=-1)
+        keep = keep & ((jnp.cumsum(probs, axis=-1) - probs) < top_p[:, None])
+        keys = jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, steps)
+        u = jax.vmap(lambda k: jax.random.uniform(k, ()))(keys)
+        pick = _inverse_cdf(jnp.where(keep, probs, 0.0), u)
+        full = _inverse_cdf(jax.nn.softmax(scaled, axis=-1), u)
+        use_full = (top_k <= 0) & (top_p >= 1.0)
+        sampled = jnp.where(use_full, full, jnp.take_along_axis(ids, pick[:, None], axis=-1)[:, 0])
+        return jnp.where(temperature <= 0, greedy, sampled).astype(jnp.int32)
+
+    # an all-greedy batch skips the sampling work (top-k, cumulative sums, draws)
+    tokens = jax.lax.cond(jnp.all(temperature <= 0), lambda _: greedy, draw, None)
     chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
     top_lp, top_ids = jax.lax.top_k(logprobs, TOP_LOGPROBS)
     return tokens, chosen, top_lp, top_ids.astype(jnp.int32)

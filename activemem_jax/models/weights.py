@@ -18,29 +18,29 @@ from activemem_jax.models.checkpoint_files import CheckpointError
 
 log = logging.getLogger(__name__)
 
-_T = "transpose"  # HF Linear weights are [out, in]; our kernels are [in, out].
 
-# HF tensor name (regex) -> decoder state path (template), transform.
-KEY_MAP: tuple[tuple[str, str, Optional[str]], ...] = (
-    (r"model\.embed_tokens\.weight", "embedding", None),
-    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.weight", r"layers.\1.attn.\2_proj.kernel", _T),
-    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.bias", r"layers.\1.attn.\2_proj.bias", None),
-    (r"model\.layers\.(\d+)\.self_attn\.([qk])_norm\.weight", r"layers.\1.attn.\2_norm.scale", None),
-    (r"model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight", r"layers.\1.mlp.\2_proj.kernel", _T),
-    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.input_norm.scale", None),
-    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.post_attn_norm.scale", None),
-    (r"model\.norm\.weight", "final_norm.scale", None),
-    (r"lm_head\.weight", "lm_head.kernel", _T),
+# HF tensor name (regex) -> decoder state path (template). Layouts agree (Linear kernels
+# are [out, in] on both sides), so tensors load as they are.
+KEY_MAP: tuple[tuple[str, str], ...] = (
+    (r"model\.embed_tokens\.weight", "embedding"),
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.weight", r"layers.\1.attn.\2_proj.kernel"),
+    (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.bias", r"layers.\1.attn.\2_proj.bias"),
+    (r"model\.layers\.(\d+)\.self_attn\.([qk])_norm\.weight", r"layers.\1.attn.\2_norm.scale"),
+    (r"model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight", r"layers.\1.mlp.\2_proj.kernel"),
+    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.input_norm.scale"),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.post_attn_norm.scale"),
+    (r"model\.norm\.weight", "final_norm.scale"),
+    (r"lm_head\.weight", "lm_head.kernel"),
 )
 # Tensors some checkpoints carry that the decoder recomputes or does not use.
 IGNORED = (r".*rotary_emb\.inv_freq",)
 
 
-def map_name(hf_name: str) -> Optional[tuple[str, Optional[str]]]:
-    """HF tensor name -> (dotted state path, transform) or None if not a model weight."""
-    for pattern, template, transform in KEY_MAP:
+def map_name(hf_name: str) -> Optional[str]:
+    """HF tensor name -> dotted state path, or None if not a model weight."""
+    for pattern, template in KEY_MAP:
         if re.fullmatch(pattern, hf_name):
-            return re.sub(pattern, template, hf_name), transform
+            return re.sub(pattern, template, hf_name)
     return None
 
 
@@ -60,7 +60,7 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
             if not any(re.fullmatch(p, name) for p in IGNORED):
                 unknown.append(name)
             continue
-        targets[mapped[0]] = (name, mapped[1])
+        targets[mapped] = name
     if unknown:
         log.warning("ignoring %d tensors the decoder does not use, e.g. %s", len(unknown), unknown[:3])
 
@@ -79,14 +79,13 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
     leaves = []
     for path, var in flat:
         key = _path_str(path)
-        hf_name, transform = targets[key]
-        leaves.append((path, _place(var, reader, hf_name, transform, mesh, rules)))
+        leaves.append((path, _place(var, reader, targets[key], mesh, rules)))
     return nnx.from_flat_state(leaves)
 
 
 def _hf_name_for(state_path: str) -> str:
     """Inverse lookup of KEY_MAP, for error messages (groups appear in the same order)."""
-    for pattern, template, _ in KEY_MAP:
+    for pattern, template in KEY_MAP:
         regex = r"(\w+)".join(re.escape(piece) for piece in re.split(r"\\\d", template))
         m = re.fullmatch(regex, state_path)
         if m:
@@ -97,24 +96,19 @@ def _hf_name_for(state_path: str) -> str:
     return state_path
 
 
-def _place(var, reader, hf_name: str, transform, mesh: Mesh, rules):
+def _place(var, reader, hf_name: str, mesh: Mesh, rules):
     abstract = var.get_value()
     expected = tuple(abstract.shape)
     file_shape = reader.shape(hf_name)
-    got = tuple(reversed(file_shape)) if transform == _T else file_shape
-    if got != expected:
-        want = tuple(reversed(expected)) if transform == _T else expected
+    if file_shape != expected:
         raise CheckpointError(
             f"{reader.file_of(hf_name)}: tensor {hf_name!r} has shape {file_shape}, the config "
-            f"expects {want}; config.json and the weights disagree")
+            f"expects {expected}; config.json and the weights disagree")
     host: list = []
 
     def full() -> np.ndarray:  # read (and dequantize) once, shared by all shards
         if not host:
-            w = reader.read(hf_name)
-            if transform == _T:
-                w = w.T
-            host.append(w)
+            host.append(reader.read(hf_name))
         return host[0]
 
     def shard(index) -> np.ndarray:
