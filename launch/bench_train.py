@@ -6,7 +6,7 @@ log-probs, one jitted update); TRL trains the full model with its own generate. 
 process the same sequences per step; tokens/s counts prompt + completion tokens.
 
     pip install trl   # the peer (CPU torch)
-    python launch/bench_train.py [--steps 3] [--group 8] [--prompts 2] [--new-tokens 32]
+    python launch/bench_train.py [--steps 3] [--group 8] [--prompts 2] [--new-tokens 32] [--weights bf16w]
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def ours(args) -> dict:
 
     cfg = base_config()
     cfg.out_dir = tempfile.mkdtemp()
+    precision = dict(dtype="bfloat16", activation_dtype="float32") if args.weights == "bf16w" else {}
     cfg.model.update(dtype="float32", remat=False)
+    cfg.model.update(precision)
     cfg.policy = policy_defaults(num_latents=2, capacity=256, hidden=128, max_tokens=args.new_tokens,
                                  stop=(), temperature=1.0)
     cfg.data.update(name="first_token", prompts=PROMPTS[:args.prompts], target_words=("No",))
@@ -44,7 +46,7 @@ def ours(args) -> dict:
                      mini_batch_rows=rows, micro_batch_rows=0, beta=0.04)  # with the reference pass
     cfg.checkpoint.update(every=10**6)
     cfg.log.tensorboard = False
-    model = load_pretrained("embedded")
+    model = load_pretrained("embedded", **precision)
     with Engine(model, max_slots=rows, max_len=1024) as engine:
         trainer = Trainer(cfg, model=model, engine=engine)
         try:
@@ -128,9 +130,12 @@ def main():
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
+                    help="ours: f32, or bf16 weights with f32 activations (TRL stays f32)")
     ap.add_argument("--out", default="bench_results/train.json")
     args = ap.parse_args()
-    res = {"group": args.group, "prompts": args.prompts, "new_tokens": args.new_tokens, "ours": ours(args)}
+    res = {"group": args.group, "prompts": args.prompts, "new_tokens": args.new_tokens, "weights": args.weights,
+           "ours": ours(args)}
     try:
         res["trl"] = trl_peer(args)
     except ImportError as e:

@@ -92,13 +92,14 @@ class Trainer:
             mesh = make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
             model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype, mesh=mesh,
                                     rules=dict(cfg.sharding.rules) if "sharding" in cfg else None,
-                                    remat=cfg.model.remat)
+                                    remat=cfg.model.remat, activation_dtype=cfg.model.get("activation_dtype", ""))
         self.model = model  # the training backbone, sharded over the global mesh
         self.mesh = model.mesh
         self.nproc = jax.process_count()
         self.gen_model = model
         if self.nproc > 1:  # each host rolls out on its own devices, with its own engine
             self.gen_model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype,
+                                             activation_dtype=cfg.model.get("activation_dtype", ""),
                                              mesh=make_mesh(devices=jax.local_devices()),
                                              rules=dict(cfg.sharding.rules) if "sharding" in cfg else None)
             if t.mini_batch_rows % self.nproc:
