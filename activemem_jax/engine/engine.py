@@ -350,14 +350,24 @@ class Engine:
         return req, slot, reuse
 
     def _prefill(self, batch: list[tuple[Request, int, int]]):
-        """Prefill reserved requests together: chunks before a prompt's last one run alone,
-        then all last chunks run as batched calls grouped by padded length."""
+        """Prefill reserved requests together: full 512-token chunks of long prompts first
+        (batched round by round), then all last chunks as batched calls grouped by padded
+        length."""
+        starts = [reuse for _, _, reuse in batch]
+        cap = max(1, min(self.max_slots, PREFILL_TOKENS // PREFILL_CHUNK))
+        while True:
+            long = [i for i, (req, _, _) in enumerate(batch) if len(req.prompt_ids) - starts[i] > PREFILL_CHUNK]
+            if not long:
+                break
+            for k in range(0, len(long), cap):
+                self._run_prefill([(batch[i][0], batch[i][1], starts[i],
+                                    batch[i][0].prompt_ids[starts[i]:starts[i] + PREFILL_CHUNK])
+                                   for i in long[k:k + cap]])
+            for i in long:
+                starts[i] += PREFILL_CHUNK
         groups: dict[int, list] = {}
-        for req, slot, reuse in batch:
-            start, ids = reuse, req.prompt_ids
-            while len(ids) - start > PREFILL_CHUNK:
-                self._run_prefill([(req, slot, start, ids[start:start + PREFILL_CHUNK])])
-                start += PREFILL_CHUNK
+        for (req, slot, _), start in zip(batch, starts):
+            ids = req.prompt_ids
             groups.setdefault(core.prefill_bucket(len(ids) - start), []).append(
                 (req, slot, start, ids[start:]))
         for r, items in sorted(groups.items()):

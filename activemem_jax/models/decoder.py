@@ -220,19 +220,21 @@ def attend(q, k_blocks, v_blocks, key_ok, causal_prefix: bool):
 
 
 def _attend_blocks(qh, k_blocks, v_blocks, key_ok):
-    """qh [B,KV,G,T,D] against keys split in blocks; one softmax over all of them."""
-    d = qh.shape[-1]
-    scores = [jnp.einsum("bkgtd,bkds->bkgts", qh, kb, preferred_element_type=jnp.float32)
-              for kb in k_blocks]
-    scores = (scores[0] if len(scores) == 1 else jnp.concatenate(scores, axis=-1)) / math.sqrt(d)
-    scores = jnp.where(key_ok[:, None, None], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v_blocks[0].dtype)
-    out, at = None, 0
-    for vb in v_blocks:
-        n = vb.shape[2]
-        part = jnp.einsum("bkgts,bksd->bkgtd", probs[..., at:at + n], vb)
-        out, at = (part if out is None else out + part), at + n
-    return out
+    """qh [B,KV,G,T,D] against keys split in blocks; one softmax over all of them, taken
+    block by block (shared max, summed exponentials) so the scores are never concatenated."""
+    scale, neg = 1 / math.sqrt(qh.shape[-1]), jnp.finfo(jnp.float32).min
+    scores, at = [], 0
+    for kb in k_blocks:
+        n = kb.shape[-1]
+        s = jnp.einsum("bkgtd,bkds->bkgts", qh, kb, preferred_element_type=jnp.float32) * scale
+        scores.append(jnp.where(key_ok[:, None, None, :, at:at + n], s, neg))
+        at += n
+    top = functools.reduce(jnp.maximum, [s.max(axis=-1, keepdims=True) for s in scores])
+    exps = [jnp.exp(s - top) for s in scores]
+    total = functools.reduce(jnp.add, [e.sum(axis=-1, keepdims=True) for e in exps])
+    out = functools.reduce(jnp.add, [jnp.einsum("bkgts,bksd->bkgtd", e.astype(vb.dtype), vb)
+                                     for e, vb in zip(exps, v_blocks)])
+    return (out / total.astype(out.dtype)).astype(v_blocks[0].dtype)
 
 
 class MLP(nnx.Module):
