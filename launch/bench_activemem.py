@@ -7,7 +7,7 @@ decode the same number of tokens (greedy, EOS ignored), so the difference is the
 ActiveMem machinery. Also prints peak tokens vs N from an evaluation summary, if given.
 
     python launch/bench_activemem.py [--batch 16] [--new-tokens 64] [--latents 4]
-        [--weights f32|bf16w] [--eval-summary runs/activemem_eval_synthetic/summary.json]
+        [--weights f32|bf16w] [--latent-slots after_observation] [--eval-summary runs/activemem_eval_synthetic/summary.json]
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--latents", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--latent-slots", choices=("before_observation", "after_observation"),
+                    default="before_observation", help="where the K placeholders go (SPEC 4.3: before)")
     ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
                     help="f32, or bf16 weights with f32 activations (faster on CPUs with bf16 units)")
     ap.add_argument("--eval-summary", default="")
@@ -56,9 +58,11 @@ def main():
                for t in tasks]
     obs, _, _, _ = env.step(actions)
     params = SamplingParams(temperature=0, max_tokens=args.new_tokens, ignore_eos=True)
-    res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents, "weights": args.weights}
+    res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents, "weights": args.weights,
+           "latent_slots": args.latent_slots}
     with Engine(model, max_slots=b, max_len=2048) as eng:
-        policy = ActiveMem(model, eng, PolicyConfig(num_latents=args.latents, capacity=4096))
+        policy = ActiveMem(model, eng, PolicyConfig(num_latents=args.latents, capacity=4096,
+                                                    latent_slots=args.latent_slots))
         # a persistent tree with some structure, as after training
         rng = np.random.default_rng(0)
         tree = policy.tree
@@ -103,7 +107,7 @@ def main():
     res["peak_rss_gib"] = peak_rss_gib()
     p, a = res["plain"], res["activemem"]
     print(f"batch {b}, {res['prompt_tokens_mean']:.0f}-token prompts, {args.new_tokens} new tokens, "
-          f"K={args.latents}, weights {args.weights}")
+          f"K={args.latents}, weights {args.weights}, latents {args.latent_slots}")
     print(f"plain turn      {p['total']:.2f} s")
     print(f"ActiveMem turn  {a['total']:.2f} s  (encode {a['encode']:.2f}, tree+controller "
           f"{a['tree_controller']:.3f}, generate {a['generate']:.2f})")

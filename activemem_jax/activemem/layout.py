@@ -11,6 +11,13 @@ turn's response (its <think> summary and action), then the placeholders and the 
 observation; older turns are dropped. "full": every turn stays (the plain full-history
 baseline). At turn 0 the observation is the task prompt itself.
 
+Slots: "before_observation" (SPEC 4.3, the default) or "after_observation" (the
+placeholders end the newest user message). After the observation, the placeholder-free
+prompt that encodes h_t is a prefix of the generation prompt, so the engine reuses its KV
+and a turn no longer prefills the observation twice (ActiveMem's per-turn overhead drops
+to the K slots and the assistant header); the latents then no longer condition how the
+model reads the observation, only what it writes.
+
 The chat is rendered by the tokenizer's own template with a marker where the latents go;
 the text on either side of the marker is tokenized separately, so `ids` and `plain_ids`
 agree token for token outside the placeholders.
@@ -23,6 +30,7 @@ from typing import Sequence
 
 MARK = "\ue000"  # private-use character: where the placeholders go
 MODES = ("constant", "full")
+SLOTS = ("before_observation", "after_observation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,9 +42,12 @@ class TurnPrompt:
 
 class PromptLayout:
     def __init__(self, tokenizer, num_latents: int, mode: str = "constant",
-                 placeholder: str = "\n"):
+                 placeholder: str = "\n", slots: str = "before_observation"):
         if mode not in MODES:
             raise ValueError(f"layout mode={mode!r}: use one of {MODES}")
+        if slots not in SLOTS:
+            raise ValueError(f"latent slots={slots!r}: use one of {SLOTS}")
+        self.slots = slots
         ph = tokenizer(placeholder, add_special_tokens=False)["input_ids"]
         if len(ph) != 1:
             raise ValueError(f"placeholder {placeholder!r} is {len(ph)} tokens; pick a string "
@@ -59,14 +70,17 @@ class PromptLayout:
     def messages(self, task_prompt: str, history: Sequence[tuple[str, str]]) -> list[dict]:
         """history: (response, observation that followed it) of earlier turns, oldest
         first; the last observation is the current one."""
+        def with_mark(text):
+            return MARK + text if self.slots == "before_observation" else text + MARK
+
         if not history:
-            return [{"role": "user", "content": MARK + task_prompt}]
+            return [{"role": "user", "content": with_mark(task_prompt)}]
         msgs = [{"role": "user", "content": task_prompt}]
         kept = history if self.mode == "full" else history[-1:]
         for i, (response, obs) in enumerate(kept):
             msgs.append({"role": "assistant", "content": response})
             last = i == len(kept) - 1
-            msgs.append({"role": "user", "content": MARK + obs if last else obs})
+            msgs.append({"role": "user", "content": with_mark(obs) if last else obs})
         return msgs
 
     def render(self, task_prompt: str, history: Sequence[tuple[str, str]] = ()) -> TurnPrompt:
@@ -90,4 +104,4 @@ class PromptLayout:
                           plain_ids=left + right)
 
 
-__all__ = ["MODES", "PromptLayout", "TurnPrompt"]
+__all__ = ["MODES", "PromptLayout", "SLOTS", "TurnPrompt"]

@@ -46,6 +46,7 @@ class PolicyConfig:
     hidden: int = 512
     activation: str = "gelu"
     layout: str = "constant"       # constant (MEM1) | full (plain full-history baseline)
+    latent_slots: str = "before_observation"  # SPEC 4.3 | after_observation (no double prefill)
     use_tree: bool = True          # False = w/o HLMT
     tree_actions: bool = True      # False = w/o tree action head (always noop)
     maintenance: bool = True       # False = w/o merge/delete
@@ -160,7 +161,8 @@ class ActiveMem:
                  controller: Optional[Controller] = None, seed: int = 0):
         self.model, self.engine, self.config = model, engine, config
         d = model.config.hidden_size
-        self.layout = PromptLayout(model.tokenizer, config.num_latents, config.layout)
+        self.layout = PromptLayout(model.tokenizer, config.num_latents, config.layout,
+                                   slots=config.latent_slots)
         if controller is None:
             emb = np.asarray(model.state["embedding"][...][self.layout.placeholder_id], np.float32)
             controller = Controller(d, num_latents=config.num_latents, hidden=config.hidden,

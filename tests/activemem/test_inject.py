@@ -51,6 +51,26 @@ def test_layout_places_placeholders_before_the_newest_observation(embedded_model
         PromptLayout(tok, 2, "sliding")
 
 
+def test_slots_after_the_observation_let_the_engine_reuse_the_encoded_prompt(engine, embedded_model):
+    tok = embedded_model.tokenizer
+    layout = PromptLayout(tok, 4, slots="after_observation")
+    turn = layout.render(TASK, HISTORY)
+    before = tok.decode(turn.ids[:turn.latent_pos[0]])
+    assert before.rstrip().endswith("Lyon is a city in France.</information>")
+    assert "assistant" in tok.decode(turn.ids[turn.latent_pos[-1] + 1:])
+    assert [t for i, t in enumerate(turn.ids) if i not in turn.latent_pos] == turn.plain_ids
+    engine.clear_prefix_cache()
+    engine.encode_hidden([turn.plain_ids])
+    latents = np.zeros((4, embedded_model.config.hidden_size), np.float32)
+    out = engine.submit(turn.ids, SamplingParams(temperature=0, max_tokens=2), latents=latents,
+                        latent_positions=turn.latent_pos).result()
+    assert out.cached_tokens == turn.latent_pos[0]  # the whole observation came from the cache
+    before_obs = PromptLayout(tok, 4).render(TASK, HISTORY)
+    assert before_obs.latent_pos[0] < turn.latent_pos[0] - 10
+    with pytest.raises(ValueError, match="latent slots"):
+        PromptLayout(tok, 2, slots="middle")
+
+
 def test_k0_and_own_embeddings_reproduce_the_plain_logits(embedded_model):
     model, d = embedded_model.module, embedded_model.config.hidden_size
     layout = PromptLayout(embedded_model.tokenizer, 4)
