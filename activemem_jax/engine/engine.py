@@ -216,7 +216,14 @@ class Engine:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
         handle = self.submit(prompt, params, **kw)
-        handle.request.listeners.append(lambda d: loop.call_soon_threadsafe(events.put_nowait, d))
+
+        def deliver(delta):
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, delta)
+            except RuntimeError:  # the consumer's event loop has closed: nobody listens
+                pass
+
+        handle.request.listeners.append(deliver)
         if handle.request.output is not None:  # finished before the listener was attached
             events.put_nowait(Delta("", [], [], handle.request.output))
         try:
@@ -226,6 +233,8 @@ class Engine:
                 if delta.output is not None:
                     return
         finally:
+            if deliver in handle.request.listeners:
+                handle.request.listeners.remove(deliver)
             if handle.request.output is None:
                 handle.cancel()
 

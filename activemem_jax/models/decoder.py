@@ -37,7 +37,7 @@ def _zeros(shape, dtype):
 class Linear(nnx.Module):
     """y = x W^T + b with the kernel stored [d_out, d_in], Hugging Face's own layout: loading
     needs no transpose, and small-batch matmuls read each output's weights contiguously
-    (2.5x faster bf16 decode on CPU than [d_in, d_out]). axes = (in_axis, out_axis)."""
+    (bf16 matmuls at 16 rows ~1.5x faster on CPU than [d_in, d_out]). axes = (in_axis, out_axis)."""
 
     def __init__(self, d_in: int, d_out: int, axes: tuple[str, str], *, bias: bool, dtype):
         self.kernel = BackboneWeight(_zeros((d_out, d_in), dtype), axes=(axes[1], axes[0]))
