@@ -120,20 +120,33 @@ def release(state: DecodeState, slot) -> DecodeState:
     return state.replace(active=state.active.at[slot].set(False))
 
 
-def generate(graphdef, params, state: DecodeState, *, kv_len: int):
-    """One decode step for every slot: feed each slot's last token, sample the next.
-    Returns (state, tokens [B], logprobs [B], top_lp [B, N], top_ids [B, N])."""
+def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int):
+    """One decode step: feed each slot's last token, sample the next.
+
+    rows: None (every slot), or int32 [R] the slots to step, R a small static bucket
+    (padding = an out-of-range slot, which reads a clamped row and writes nothing). A step
+    over R rows reads only those rows' cache, so one live request in a many-slot engine
+    costs about what it costs alone. Returns (state, tokens [R], logprobs [R],
+    top_lp [R, N], top_ids [R, N]); R = slots when rows is None."""
     model = nnx.merge(graphdef, params)
-    at = state.lengths[:, None]
-    _, hidden, cache = model(state.tokens[:, None], positions=at, attention_mask=state.active[:, None],
-                             cache=state.cache, slots=at, return_logits=False, kv_len=kv_len)
-    tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), state.temperature,
-                                               state.top_k, state.top_p, state.seeds, state.steps)
-    live = state.active.astype(jnp.int32)
-    state = state.replace(cache=cache, lengths=state.lengths + live,
-                          tokens=jnp.where(state.active, tokens, state.tokens),
-                          steps=state.steps + live)
-    return state, tokens, logprobs, top_lp, top_ids
+    pick = (lambda a: a) if rows is None else (lambda a: a[rows])
+    active = pick(state.active) if rows is None else state.active[rows] & (rows < state.active.shape[0])
+    at = pick(state.lengths)[:, None]
+    _, hidden, cache = model(pick(state.tokens)[:, None], positions=at, attention_mask=active[:, None],
+                             cache=state.cache, slots=at, return_logits=False, kv_len=kv_len,
+                             cache_rows=rows)
+    tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), jnp.where(active, pick(state.temperature), 0.0),
+                                               pick(state.top_k), pick(state.top_p), pick(state.seeds),
+                                               pick(state.steps))
+    live = active.astype(jnp.int32)
+    new_tokens = jnp.where(active, tokens, pick(state.tokens))
+    if rows is None:
+        state = state.replace(lengths=state.lengths + live, tokens=new_tokens, steps=state.steps + live)
+    else:
+        state = state.replace(lengths=state.lengths.at[rows].add(live, mode="drop"),
+                              tokens=state.tokens.at[rows].set(new_tokens, mode="drop"),
+                              steps=state.steps.at[rows].add(live, mode="drop"))
+    return state.replace(cache=cache), tokens, logprobs, top_lp, top_ids
 
 
 @functools.lru_cache(maxsize=None)

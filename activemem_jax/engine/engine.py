@@ -146,8 +146,8 @@ class Engine:
         self._rng = random.Random()
         self._error: Optional[BaseException] = None
         self._current: Optional[Request] = None
-        self.stats = {"steps": 0, "prefill_calls": 0, "prefill_tokens": 0, "cached_tokens": 0,
-                      "generated_tokens": 0}
+        self.stats = {"steps": 0, "decode_rows": 0, "prefill_calls": 0, "prefill_tokens": 0,
+                      "cached_tokens": 0, "generated_tokens": 0}
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
 
@@ -443,18 +443,24 @@ class Engine:
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
         kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows)
+        width = core.prefill_rows(len(live), self.max_slots)  # 1, 4, 16, ... rows stepped
+        rows = None
+        if width < self.max_slots:  # step only the live slots (padding: out of range)
+            rows = self._put(np.asarray(live + [self.max_slots] * (width - len(live)), np.int32))
         self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
-            self._params, self._state, kv_len=kv)
+            self._params, self._state, rows, kv_len=kv)
         want_top = any(self._slots[s].params.top_logprobs for s in live)
         toks, lps = np.asarray(toks), np.asarray(lps)
         top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
         self.stats["steps"] += 1
-        for s in live:
+        self.stats["decode_rows"] += self.max_slots if rows is None else width
+        for i, s in enumerate(live):
+            j = s if rows is None else i  # the step's output row of slot s
             req = self._slots[s]
             self._history[s].append(req.token_ids[-1])  # the token fed this step is now cached
             self._lengths[s] += 1
-            self._emit(req, s, int(toks[s]), float(lps[s]),
-                       None if top_lp is None else top_lp[s], None if top_ids is None else top_ids[s])
+            self._emit(req, s, int(toks[j]), float(lps[j]),
+                       None if top_lp is None else top_lp[j], None if top_ids is None else top_ids[j])
 
     def _emit(self, req: Request, slot: int, token: int, logprob: float, top_lp, top_ids):
         p = req.params

@@ -160,3 +160,24 @@ def test_requests_admitted_together_share_batched_prefills(engine, embedded_mode
         assert a.token_ids == b.token_ids and a.cached_tokens == 0
     np.testing.assert_allclose(together[-1].hidden, alone[-1].hidden, atol=1e-4)
     assert together[-1].token_ids == [] and together[-1].hidden.shape == (embedded_model.config.hidden_size,)
+
+
+def test_decode_steps_only_the_live_slots(engine):
+    """A step over fewer live slots than the engine has reads and writes only their rows:
+    outputs equal the all-slot step's, and padding rows (an out-of-range slot, read as
+    the last slot) leave the last slot's cached prefix usable."""
+    params = SamplingParams(temperature=0, max_tokens=10, ignore_eos=True)
+    prompts = [f"Count the birds in picture number {i}." for i in range(8)]
+    engine.clear_prefix_cache()
+    full = engine.generate(prompts, params)  # 8 live slots: every row stepped
+    assert [o.cached_tokens for o in full] == [0] * 8
+    rows, steps = engine.stats["decode_rows"], engine.stats["steps"]
+    pair = engine.generate(prompts[:2], params)  # 2 live slots: a 4-row step with 2 padding rows
+    assert engine.stats["decode_rows"] - rows == 4 * (engine.stats["steps"] - steps)
+    assert [o.token_ids for o in pair] == [o.token_ids for o in full[:2]]
+    np.testing.assert_allclose([o.logprobs for o in pair], [o.logprobs for o in full[:2]], atol=1e-4)
+    last = engine.generate(prompts[7:], params)[0]  # reuses the prefix cached in the last slot
+    assert last.cached_tokens > 0 and last.token_ids == full[7].token_ids
+    rows, steps = engine.stats["decode_rows"], engine.stats["steps"]
+    engine.generate(prompts[3:4], params)
+    assert engine.stats["decode_rows"] - rows == engine.stats["steps"] - steps  # one row per step
