@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax import metrics
 from activemem_jax.activemem.controller import Controller
@@ -179,8 +180,11 @@ class ActiveMem:
         return nnx.merge(self.graphdef, self.params)
 
     def empty_tree(self) -> hlmt.Tree:
+        """A fresh tree, replicated on the model's mesh: the placement the jitted steps
+        give back, so the second rollout does not recompile them for a new placement."""
         c = self.config
-        return hlmt.init_tree(c.capacity, self.model.config.hidden_size, c.max_children, c.max_depth)
+        tree = hlmt.init_tree(c.capacity, self.model.config.hidden_size, c.max_children, c.max_depth)
+        return jax.device_put(tree, NamedSharding(self.model.mesh, PartitionSpec()))
 
     # ---------------------------------------------------------------- rollout
     def rollout(self, env, tasks: Sequence[dict], *, seed: int = 0, greedy: bool = False,

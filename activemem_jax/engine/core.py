@@ -1,6 +1,6 @@
 """The engine's pure, jitted steps (JetStream's shape): a static-shape KV cache of fixed
 decode slots; `prefill` a prompt chunk straight into one slot's cache rows; `insert`
-starts that slot decoding; `generate` one token for every slot; `copy_row` moves a
+starts that slot decoding; `generate` one token for every live slot; `copy_row` moves a
 slot's cached prefix to another slot (prefix reuse).
 
 Shapes are static: prompt chunks are padded to a few lengths (`PREFILL_BUCKETS`) and
