@@ -183,6 +183,8 @@ def main():
                 timing[name] = {"wall_s": time.perf_counter() - t0, "model_calls": len(calls),
                                 "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
                                 "cached_tokens": sum(e.get("cached_tokens", 0) for e in calls)}
+        engine.close()
+        engine = Engine(model, max_slots=4, max_len=16384)  # ReAct's flat context reaches 11k tokens at N=8
         paced = {}
         for n in (int(x) for x in args.objectives.split(",")):
             task = synthetic_world.make_tasks(world, "dev", n, 1, seed=1, kinds=("chain",))[0]

@@ -7,6 +7,10 @@ process the same sequences per step; tokens/s counts prompt + completion tokens.
 
     pip install trl   # the peer (CPU torch)
     python launch/bench_train.py [--steps 3] [--group 8] [--prompts 2] [--new-tokens 32] [--weights bf16w]
+        [--peak-tflops P]
+
+Also prints the update step's FLOPs (XLA's cost analysis of the compiled step), its
+achieved FLOP/s and, on a GPU or TPU of a known kind (or with --peak-tflops), its MFU.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ PROMPTS = ("Is Paris in France? Answer Yes or No.", "Is water wet? Answer Yes or
            "Is the sun hot? Answer Yes or No.", "Is snow cold? Answer Yes or No.")
 
 
+# dense bf16 peak FLOP/s by device kind (vendor figures), for the update step's MFU
+PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L4": 121e12, "TPU v4": 275e12,
+             "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v6": 918e12}
+
+
 def ours(args) -> dict:
+    import jax
     import numpy as np
 
     from activemem_jax.engine import Engine
@@ -49,6 +59,13 @@ def ours(args) -> dict:
     model = load_pretrained("embedded", **precision)
     with Engine(model, max_slots=rows, max_len=1024) as engine:
         trainer = Trainer(cfg, model=model, engine=engine)
+        jitted, shapes = trainer.update._step, []
+
+        def spy(*a):  # records the update's argument shapes (for its FLOP count)
+            shapes.append(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), a))
+            return jitted(*a)
+
+        trainer.update._step = spy
         try:
             trainer.train_step()  # compiles
             ms = [trainer.train_step() for _ in range(args.steps)]
@@ -57,7 +74,12 @@ def ours(args) -> dict:
     prompt_len = len(trainer.policy.layout.render(PROMPTS[0]).ids)
     tokens = [rows * prompt_len + m["generated_tokens"] for m in ms]
     step = [m["time_step"] for m in ms]
+    cost = jitted.lower(*shapes[-1]).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    update_s = float(np.mean([m["time_update"] / max(m["updates"], 1) for m in ms]))
     return {"step_s": float(np.mean(step)), "tokens_per_s": float(np.sum(tokens) / np.sum(step)),
+            "update_flops": float(cost.get("flops", 0.0)), "update_call_s": update_s,
+            "device_kind": jax.devices()[0].device_kind,
             "rollout_s": float(np.mean([m["time_rollout"] for m in ms])),
             "reference_s": float(np.mean([m["time_reference"] for m in ms])),
             "update_s": float(np.mean([m["time_update"] for m in ms])),
@@ -132,6 +154,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
                     help="ours: f32, or bf16 weights with f32 activations (TRL stays f32)")
+    ap.add_argument("--peak-tflops", type=float, default=0.0,
+                    help="the device's dense bf16 peak, for MFU (known GPUs/TPUs are looked up)")
     ap.add_argument("--out", default="bench_results/train.json")
     args = ap.parse_args()
     res = {"group": args.group, "prompts": args.prompts, "new_tokens": args.new_tokens, "weights": args.weights,
@@ -146,6 +170,15 @@ def main():
     print(f"rows/step {args.prompts * args.group}, completion <= {args.new_tokens} tokens")
     print(f"ours  {o['tokens_per_s']:8.1f} tok/s  step {o['step_s']:.2f} s (rollout {o['rollout_s']:.2f}, "
           f"reference {o['reference_s']:.2f}, update {o['update_s']:.2f}); completions {o['completion_tokens_mean']:.1f}")
+    achieved = o["update_flops"] / o["update_call_s"]
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else next(
+        (v for k, v in PEAK_BF16.items() if k.lower() in o["device_kind"].lower()), None)
+    res["update_tflops"] = achieved / 1e12
+    res["update_mfu"] = achieved / peak if peak else None
+    print(f"update step: {o['update_flops'] / 1e9:.1f} GFLOP (XLA cost analysis) in {o['update_call_s']:.3f} s = "
+          f"{achieved / 1e12:.3f} TFLOP/s on {o['device_kind']}"
+          + (f", MFU {100 * achieved / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s (target >= 35%)" if peak else
+             " (MFU: pass --peak-tflops for this device)"))
     if res["trl"]:
         t = res["trl"]
         res["ratio"] = o["tokens_per_s"] / t["tokens_per_s"]

@@ -135,9 +135,9 @@ def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int):
     _, hidden, cache = model(pick(state.tokens)[:, None], positions=at, attention_mask=active[:, None],
                              cache=state.cache, slots=at, return_logits=False, kv_len=kv_len,
                              cache_rows=rows)
-    tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), jnp.where(active, pick(state.temperature), 0.0),
-                                               pick(state.top_k), pick(state.top_p), pick(state.seeds),
-                                               pick(state.steps))
+    temperature = jnp.where(active, pick(state.temperature), 0.0)  # idle rows: greedy, skipped
+    tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), temperature, pick(state.top_k),
+                                               pick(state.top_p), pick(state.seeds), pick(state.steps))
     live = active.astype(jnp.int32)
     new_tokens = jnp.where(active, tokens, pick(state.tokens))
     if rows is None:
