@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from activemem_jax.engine.sampling import sample
-from activemem_jax.models.decoder import KVCache
+from activemem_jax.models.decoder import KV_BLOCK, KVCache
 
 PREFILL_BUCKETS = (32, 64, 128, 256, 512)  # chunk lengths; longer prompts go in chunks
 MAX_LATENTS = 8  # latent vectors one request may splice in (K in {0, 2, 4, 8})
@@ -110,9 +110,17 @@ def insert(state: DecodeState, slots, lengths, tokens, sampling) -> DecodeState:
                          seeds=put(state.seeds, seed), steps=put(state.steps, 1))
 
 
-def copy_row(state: DecodeState, src, dst) -> DecodeState:
-    """Copy `src`'s cache rows into `dst` (to reuse a prefix another slot holds)."""
-    cache = jax.tree.map(lambda c: c.at[dst].set(c[src]), state.cache)
+def copy_row(state: DecodeState, src, dst, *, upto: int) -> DecodeState:
+    """Copy `src`'s cache row into `dst` (to reuse a prefix another slot holds): the KV
+    blocks holding its first `upto` positions (static), and the whole mask row. Later
+    positions are never read before the new prompt overwrites them (attention is causal),
+    so a short prefix in a long cache copies little."""
+    def blocks(layer):
+        return tuple(b.at[dst].set(b[src]) if i * KV_BLOCK < upto else b for i, b in enumerate(layer))
+
+    c = state.cache
+    cache = KVCache(k=tuple(blocks(layer) for layer in c.k), v=tuple(blocks(layer) for layer in c.v),
+                    mask=c.mask.at[dst].set(c.mask[src]))
     return state.replace(cache=cache)
 
 
@@ -156,7 +164,7 @@ def compiled(graphdef):
         "prefill": jax.jit(functools.partial(prefill, graphdef), static_argnames=("kv_len", "fresh"),
                            donate_argnums=(1,)),
         "insert": jax.jit(insert, donate_argnums=(0,)),
-        "copy_row": jax.jit(copy_row, donate_argnums=(0,)),
+        "copy_row": jax.jit(copy_row, static_argnames="upto", donate_argnums=(0,)),
         "release": jax.jit(release, donate_argnums=(0,)),
         "generate": jax.jit(functools.partial(generate, graphdef), static_argnames="kv_len",
                             donate_argnums=(1,)),

@@ -147,7 +147,7 @@ class Engine:
         self._error: Optional[BaseException] = None
         self._current: Optional[Request] = None
         self.stats = {"steps": 0, "decode_rows": 0, "prefill_calls": 0, "prefill_tokens": 0,
-                      "cached_tokens": 0, "generated_tokens": 0}
+                      "cached_tokens": 0, "prefix_copies": 0, "generated_tokens": 0}
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
 
@@ -353,7 +353,9 @@ class Engine:
             source = slot
         reuse = match[source]
         if source != slot:
-            self._state = self._fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))))
+            self._state = self._fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))),
+                                                upto=core.kv_bucket(reuse, self.rows))
+            self.stats["prefix_copies"] += 1
         self._slots[slot] = req
         self._history[slot] = list(ids[:reuse])  # what stays valid until its prefill lands
         return req, slot, reuse

@@ -191,14 +191,15 @@ class Trainer:
 
     def _rows(self, result, adv_rows, tree_adv_rows, extra=None) -> dict:
         """This host's rows, padded to sizes all hosts agree on: rows to a multiple of
-        mini_batch_rows / processes; responses to a power of two of the turn budget
-        (max_tokens) and rows to a bucket of the longest prompt plus that budget, so the
-        shapes depend on the prompts only, not on how long the sampled answers were
-        (one compile for a run whose prompts stay in one bucket)."""
+        mini_batch_rows / processes; for GRPO, responses to a power of two of the turn
+        budget (max_tokens) and rows to a bucket of the longest prompt plus that budget, as
+        veRL pads to its max response length, so the shapes depend on the prompts only, not
+        on how long the sampled answers were; for SFT (expert answers, no budget), to the
+        longest row."""
         t = self.cfg.train
         k = self.policy.config.num_latents
         steps = [s for tr in result.trajectories for s in tr.steps]
-        budget = self.policy.config.max_tokens
+        budget = self.policy.config.max_tokens if t.algo == "grpo" else 0
         longest, resp, n_rows = self._agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget)
                                                 for s in steps),
                                             max(max(len(s.response_ids) for s in steps), budget), len(steps))

@@ -181,3 +181,24 @@ def test_decode_steps_only_the_live_slots(engine):
     rows, steps = engine.stats["decode_rows"], engine.stats["steps"]
     engine.generate(prompts[3:4], params)
     assert engine.stats["decode_rows"] - rows == engine.stats["steps"] - steps  # one row per step
+
+
+def test_a_prefix_held_by_a_busy_slot_is_copied(engine, embedded_model):
+    """A prompt sharing a 300-token prefix (two cache blocks) with a request still decoding
+    gets that prefix copied into its own slot, and answers as it does with nothing cached."""
+    tok = embedded_model.tokenizer
+    prefix = tok(" ".join(f"note{i}" for i in range(200)))["input_ids"][:300]
+    assert len(prefix) == 300
+    first, second = prefix + tok(" first")["input_ids"], prefix + tok(" second")["input_ids"]
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    engine.clear_prefix_cache()
+    alone = engine.generate([second], params)[0]
+    engine.clear_prefix_cache()
+    copies = engine.stats["prefix_copies"]
+    busy = engine.submit(first, SamplingParams(temperature=0, max_tokens=400, ignore_eos=True))
+    next(iter(busy))  # decoding: its slot holds the prefix
+    out = engine.generate([second], params)[0]
+    busy.cancel()
+    assert engine.stats["prefix_copies"] == copies + 1
+    assert out.cached_tokens >= 300 and out.token_ids == alone.token_ids
+    np.testing.assert_allclose(out.logprobs, alone.logprobs, atol=1e-4)
