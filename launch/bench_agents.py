@@ -4,9 +4,9 @@ on synthetic N-objective tasks (N = 1, 4, 8), same run.
 Two clients: a scripted oracle (it follows each task's gold hop chain, so every agent does
 the same searches and the contexts differ only by how each agent manages them; tokens are
 counted with the embedded model's tokenizer) and, with --embedded, the embedded model
-itself through the in-process engine (wall time and tokens at equal budgets), and the oracle's replies paced by that engine
-(each call prefills the real prompt and decodes as many tokens as the reply: both agents
-follow the gold protocol and pay real compute).
+itself through the in-process engine (wall time and tokens at equal budgets), and the
+oracle's replies paced by that engine (each call prefills the real prompt and decodes as
+many tokens as the reply: both agents follow the gold protocol and pay real compute).
 
     python launch/bench_agents.py [--objectives 1,4,8] [--tasks 3] [--embedded [--weights bf16w]]
 """

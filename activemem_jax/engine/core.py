@@ -138,7 +138,7 @@ def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int):
     top_lp [R, N], top_ids [R, N]); R = slots when rows is None."""
     model = nnx.merge(graphdef, params)
     pick = (lambda a: a) if rows is None else (lambda a: a[rows])
-    active = pick(state.active) if rows is None else state.active[rows] & (rows < state.active.shape[0])
+    active = state.active if rows is None else state.active[rows] & (rows < state.active.shape[0])
     at = pick(state.lengths)[:, None]
     _, hidden, cache = model(pick(state.tokens)[:, None], positions=at, attention_mask=active[:, None],
                              cache=state.cache, slots=at, return_logits=False, kv_len=kv_len,
