@@ -296,12 +296,13 @@ def main(argv=None):
     ap.add_argument("--dtype", default=None, help="weights: float32 | bfloat16")
     ap.add_argument("--activation-dtype", default=None,
                     help="float32 with --dtype bfloat16: bf16 weights, f32 activations (fast on CPU)")
+    ap.add_argument("--quant", default=None, help="int8: int8 weights, W8A8 matmuls (fastest decode on CPU)")
     ap.add_argument("--max-slots", type=int, default=None)
     ap.add_argument("--max-len", type=int, default=None)
     ap.add_argument("--max-queue", type=int, default=None)
     args = ap.parse_args(argv)
     cfg = dict(model="embedded", served_model_name=None, host="127.0.0.1", port=8000, dtype="float32",
-               activation_dtype="", max_slots=8, max_len=2048, max_queue=256)
+               activation_dtype="", quant="", max_slots=8, max_len=2048, max_queue=256)
     if args.config:
         import importlib.util
 
@@ -312,7 +313,8 @@ def main(argv=None):
     cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
     from activemem_jax.models import load_pretrained
 
-    model = load_pretrained(cfg["model"], dtype=cfg["dtype"], activation_dtype=cfg["activation_dtype"])
+    model = load_pretrained(cfg["model"], dtype=cfg["dtype"], activation_dtype=cfg["activation_dtype"],
+                            quant=cfg["quant"])
     name = cfg["served_model_name"] or ("smollm2-135m-instruct" if cfg["model"] == "embedded"
                                         else os.path.basename(os.path.normpath(cfg["model"])))
     engine = Engine(model, max_slots=cfg["max_slots"], max_len=cfg["max_len"], max_queue=cfg["max_queue"])

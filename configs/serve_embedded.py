@@ -11,7 +11,8 @@ def get_config() -> ml_collections.ConfigDict:
         host="127.0.0.1",            # loopback unless you mean to expose it
         port=8000,
         dtype="float32",             # weights; "bfloat16" on accelerators
-        activation_dtype="",         # "" = dtype; "float32" with bf16 weights: fastest batched CPU decode
+        activation_dtype="",         # "" = dtype; "float32" with bf16 weights: fast batched CPU decode
+        quant="",                    # "int8": int8 weights, W8A8 matmuls (fastest CPU decode, logits KL ~0.005)
         max_slots=8,                 # concurrent decode slots (continuous batching)
         max_len=2048,                # tokens per slot (prompt + completion), multiple of 256
         max_queue=256,               # waiting requests beyond the slots; more get 503

@@ -1,9 +1,10 @@
 """Decode benchmark: our engine vs transformers' `generate` on the embedded model, same
 prompts, same machine, one run.
 
-Our engine runs twice: float32 weights, and bfloat16 weights with float32 activations
-(`load_pretrained(..., dtype="bfloat16", activation_dtype="float32")`, the fast batched
-mode on CPUs with bf16 units). transformers runs in float32 and in bfloat16.
+Our engine runs three times: float32 weights; bfloat16 weights with float32 activations
+(`load_pretrained(..., dtype="bfloat16", activation_dtype="float32")`); and int8 weights
+with W8A8 matmuls (`quant="int8"`, see `models/quant.py`). transformers runs in float32
+and in bfloat16.
 
 Reports batch-1 decode tok/s and time to first token, aggregate tok/s with 16
 concurrent requests (transformers: one batch of 16), the prefix-cache speedup of a
@@ -18,9 +19,12 @@ import argparse
 import os
 import time
 
+import numpy as np
+
 from activemem_jax.bench_report import peak_rss_gib, write_json
 
-MODES = {"f32": dict(dtype="float32"), "bf16w": dict(dtype="bfloat16", activation_dtype="float32")}
+MODES = {"f32": dict(dtype="float32"), "bf16w": dict(dtype="bfloat16", activation_dtype="float32"),
+         "int8": dict(quant="int8")}
 
 
 def bench_ours(model, prompt, prompts, n_new: int) -> dict:
@@ -117,6 +121,7 @@ def main():
 
     mesh = sharding.make_mesh(devices=jax.devices()[:1])
     res = {"new_tokens": n_new, "concurrent": conc}
+    logits = {}
     for name, kw in MODES.items():
         model = load_pretrained("embedded", mesh=mesh, **kw)
         question = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a map."}]
@@ -124,8 +129,14 @@ def main():
         prompts = [model.encode_chat([{"role": "user", "content": f"Tell me fact number {i} about the ocean."}])
                    for i in range(conc)]
         res[f"ours_{name}"] = bench_ours(model, prompt, prompts, n_new)
+        logits[name] = model.logits(prompt)  # next-token distributions over the prompt
         del model
     res["prompt_tokens"] = len(prompt)
+    ref_lp = jax.nn.log_softmax(logits["f32"], axis=-1)
+    for name in MODES:  # what each precision costs: KL(f32 || mode) and top-1 agreement, per position
+        lp = jax.nn.log_softmax(logits[name], axis=-1)
+        res[f"ours_{name}"]["kl_vs_f32"] = float((np.exp(ref_lp) * (ref_lp - lp)).sum(-1).mean())
+        res[f"ours_{name}"]["top1_vs_f32"] = float((lp.argmax(-1) == ref_lp.argmax(-1)).mean())
     res["rss_gib_ours"] = peak_rss_gib()
     torch.set_num_threads(os.cpu_count() or 1)
     for name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
@@ -135,12 +146,12 @@ def main():
     ref = res["hf_f32"]
     print(f"embedded SmolLM2-135M, {os.cpu_count()} CPU threads, prompt {len(prompt)} tokens, "
           f"{n_new} new tokens; ratios against transformers f32 (and bf16)")
-    cols = ["ours_f32", "ours_bf16w", "hf_f32", "hf_bf16"]
+    cols = [f"ours_{m}" for m in MODES] + ["hf_f32", "hf_bf16"]
     print(f"{'':24}" + "".join(f"{c:>12}" for c in cols) + f"{'best ratio':>16}")
     for key, label, fmt in (("b1_tok_s", "batch-1 decode tok/s", ".1f"), ("ttft_s", "time to first token s", ".3f"),
                             ("concurrent_tok_s", f"{conc} concurrent tok/s", ".1f")):
         vals = [res[c][key] for c in cols]
-        ours = max(vals[:2]) if key != "ttft_s" else min(vals[:2])
+        ours = max(vals[:len(MODES)]) if key != "ttft_s" else min(vals[:len(MODES)])
         ratio = (f"{ours / ref[key]:.2f} ({ours / res['hf_bf16'][key]:.2f})" if key != "ttft_s"
                  else f"{ref[key] / ours:.2f} ({res['hf_bf16'][key] / ours:.2f})")
         print(f"{label:24}" + "".join(f"{v:>12{fmt}}" for v in vals) + f"{ratio:>16}")
@@ -148,7 +159,8 @@ def main():
         r = res[f"ours_{name}"]
         print(f"ours {name}: prefix reuse ({r['prefix_cached_tokens']} of 1000 tokens cached) cold "
               f"{r['prefix_cold_s']:.3f}s, reused {r['prefix_reused_s']:.3f}s, speedup {r['prefix_speedup']:.1f}x; "
-              f"{conc} concurrent requests prefilled in {r['concurrent_prefill_calls']} calls")
+              f"{conc} concurrent requests prefilled in {r['concurrent_prefill_calls']} calls; "
+              f"logits vs f32 over the prompt: KL {r['kl_vs_f32']:.4f}, top-1 agreement {r['top1_vs_f32']:.2f}")
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after all {res['rss_gib_total']:.2f} GiB")
     write_json(args.out, res)
 

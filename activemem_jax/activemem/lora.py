@@ -35,6 +35,9 @@ def init_lora(state, rank: int, targets=("q_proj", "v_proj"), key=None) -> dict:
     key = jax.random.PRNGKey(0) if key is None else key
     out = {}
     for i, (name, _, var) in enumerate(_kernels(state, targets)):
+        if var[...].dtype == jnp.int8:
+            raise ValueError(f"{name} is int8: LoRA needs float backbone weights; load the model "
+                             "without quant='int8' to train adapters")
         d_out, d_in = var[...].shape
         a = jax.random.normal(jax.random.fold_in(key, i), (d_in, rank), jnp.float32) / jnp.sqrt(d_in)
         out[name] = {"a": a, "b": jnp.zeros((rank, d_out), jnp.float32)}

@@ -165,7 +165,8 @@ class ActiveMem:
         self.layout = PromptLayout(model.tokenizer, config.num_latents, config.layout,
                                    slots=config.latent_slots)
         if controller is None:
-            emb = np.asarray(model.state["embedding"][...][self.layout.placeholder_id], np.float32)
+            emb = np.asarray(model.module.embed_tokens(jnp.asarray([self.layout.placeholder_id])),
+                             np.float32)[0]  # the placeholder's own embedding (dequantized if int8)
             controller = Controller(d, num_latents=config.num_latents, hidden=config.hidden,
                                     activation=config.activation, latent_init=emb,
                                     rngs=nnx.Rngs(seed))

@@ -46,8 +46,11 @@ def init_state(cfg, slots: int, rows: int) -> DecodeState:
                        top_k=z(), top_p=jnp.ones((slots,), jnp.float32), seeds=z(), steps=z())
 
 
-def kv_bucket(n: int, rows: int) -> int:
-    b = 256
+def kv_bucket(n: int, rows: int, low: int = 256) -> int:
+    """Cache rows attention reads for positions < n: a power of two >= low, capped at rows.
+    Decode uses low=128 (a decode step reads every row's first kv_len positions, so a
+    short batch gains from the finer bucket); prefill keeps 256 (fewer compiles)."""
+    b = low
     while b < n:
         b *= 2
     return min(b, rows)
@@ -128,14 +131,16 @@ def release(state: DecodeState, slot) -> DecodeState:
     return state.replace(active=state.active.at[slot].set(False))
 
 
-def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int):
+def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int, top: bool = True):
     """One decode step: feed each slot's last token, sample the next.
 
     rows: None (every slot), or int32 [R] the slots to step, R a small static bucket
     (padding = an out-of-range slot, which reads a clamped row and writes nothing). A step
     over R rows reads only those rows' cache, so one live request in a many-slot engine
-    costs about what it costs alone. Returns (state, tokens [R], logprobs [R],
-    top_lp [R, N], top_ids [R, N]); R = slots when rows is None."""
+    costs about what it costs alone. top (static): also return the top log-probs (a
+    top-k over the vocabulary; skipped when no live request asked for them). Returns
+    (state, tokens [R], logprobs [R], top_lp [R, N], top_ids [R, N] (None without top));
+    R = slots when rows is None."""
     model = nnx.merge(graphdef, params)
     pick = (lambda a: a) if rows is None else (lambda a: a[rows])
     active = state.active if rows is None else state.active[rows] & (rows < state.active.shape[0])
@@ -145,7 +150,8 @@ def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int):
                              cache_rows=rows)
     temperature = jnp.where(active, pick(state.temperature), 0.0)  # idle rows: greedy, skipped
     tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), temperature, pick(state.top_k),
-                                               pick(state.top_p), pick(state.seeds), pick(state.steps))
+                                               pick(state.top_p), pick(state.seeds), pick(state.steps),
+                                               top=top)
     live = active.astype(jnp.int32)
     new_tokens = jnp.where(active, tokens, pick(state.tokens))
     if rows is None:
@@ -166,6 +172,6 @@ def compiled(graphdef):
         "insert": jax.jit(insert, donate_argnums=(0,)),
         "copy_row": jax.jit(copy_row, static_argnames="upto", donate_argnums=(0,)),
         "release": jax.jit(release, donate_argnums=(0,)),
-        "generate": jax.jit(functools.partial(generate, graphdef), static_argnames="kv_len",
+        "generate": jax.jit(functools.partial(generate, graphdef), static_argnames=("kv_len", "top"),
                             donate_argnums=(1,)),
     }

@@ -444,14 +444,14 @@ class Engine:
 
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
-        kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows)
+        kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows, low=128)
         width = core.prefill_rows(len(live), self.max_slots)  # 1, 4, 16, ... rows stepped
         rows = None
         if width < self.max_slots:  # step only the live slots (padding: out of range)
             rows = self._put(np.asarray(live + [self.max_slots] * (width - len(live)), np.int32))
-        self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
-            self._params, self._state, rows, kv_len=kv)
         want_top = any(self._slots[s].params.top_logprobs for s in live)
+        self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
+            self._params, self._state, rows, kv_len=kv, top=want_top)
         toks, lps = np.asarray(toks), np.asarray(lps)
         top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
         self.stats["steps"] += 1

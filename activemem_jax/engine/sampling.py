@@ -49,13 +49,13 @@ class SamplingParams:
         return self.temperature == 0
 
 
-def sample(logits, temperature, top_k, top_p, seeds, steps):
+def sample(logits, temperature, top_k, top_p, seeds, steps, top: bool = True):
     """One token per row. logits [B, V] float32; temperature/top_p [B] float32; top_k,
     seeds, steps [B] int32. The key of row b is fold_in(PRNGKey(seed_b), step_b), so a
     request's samples do not depend on what else is in the batch.
 
     Returns (tokens [B], logprobs [B] of the model's distribution at the chosen tokens,
-    top log-probs [B, TOP_LOGPROBS] and their token ids)."""
+    top log-probs [B, TOP_LOGPROBS] and their token ids, or None, None unless `top`)."""
     logprobs = jax.nn.log_softmax(logits, axis=-1)
     greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
@@ -77,6 +77,8 @@ def sample(logits, temperature, top_k, top_p, seeds, steps):
     # an all-greedy batch skips the sampling work (top-k, cumulative sums, draws)
     tokens = jax.lax.cond(jnp.all(temperature <= 0), lambda _: greedy, draw, None)
     chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
+    if not top:
+        return tokens, chosen, None, None
     top_lp, top_ids = jax.lax.top_k(logprobs, TOP_LOGPROBS)
     return tokens, chosen, top_lp, top_ids.astype(jnp.int32)
 

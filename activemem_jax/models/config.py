@@ -62,6 +62,11 @@ class ModelConfig:
     # activations halve weight traffic and run the matmuls on bf16 units (AMX on CPU)
     # while the residual stream, attention and cache stay float32.
     activation_dtype: str = ""
+    # "int8": every matmul weight (projections, MLP, embedding / lm_head) is stored as int8
+    # with one float32 scale per output row, and each matmul quantizes its input rows to
+    # int8 on the fly (W8A8, int32 accumulation): a quarter of f32's weight traffic and
+    # the CPU's int8 dot units. Norms and biases keep `dtype`. For decoding and serving.
+    quant: str = ""
     remat: bool = False  # rematerialize each layer in the backward pass
 
     def __post_init__(self):
@@ -79,6 +84,8 @@ class ModelConfig:
             value = getattr(self, name)
             if value not in ("float32", "bfloat16") and not (name == "activation_dtype" and value == ""):
                 raise ValueError(f"{name}={value!r}: use 'float32' or 'bfloat16'")
+        if self.quant not in ("", "int8"):
+            raise ValueError(f"quant={self.quant!r}: use '' (no quantization) or 'int8'")
 
     @property
     def act_dtype(self) -> str:

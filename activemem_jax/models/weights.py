@@ -15,6 +15,7 @@ from jax.sharding import Mesh
 
 from activemem_jax import sharding as shd
 from activemem_jax.models.checkpoint_files import CheckpointError
+from activemem_jax.models.quant import quantize_rows
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,11 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
         log.warning("ignoring %d tensors the decoder does not use, e.g. %s", len(unknown), unknown[:3])
 
     flat = nnx.to_flat_state(abstract_state)
+    for path, _ in flat:  # int8 scales come from the same tensor as their weights
+        key = _path_str(path)
+        source = key[:-len(_SCALE)] if key.endswith(_SCALE) else None
+        if source is not None and source in targets:
+            targets[key] = targets[source]
     missing = [(_path_str(p)) for p, _ in flat if _path_str(p) not in targets]
     if missing:
         where = sorted({reader.file_of(n) for n in reader.names()}) or ["<empty checkpoint>"]
@@ -76,11 +82,15 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
     if tie_word_embeddings and "lm_head.kernel" in targets:
         log.info("checkpoint has lm_head.weight but config ties embeddings; lm_head ignored")
 
-    leaves = []
+    leaves, quantized = [], {}
     for path, var in flat:
         key = _path_str(path)
-        leaves.append((path, _place(var, reader, targets[key], mesh, rules)))
+        part = "scale" if key.endswith(_SCALE) else "q" if var.get_value().dtype == np.int8 else None
+        leaves.append((path, _place(var, reader, targets[key], mesh, rules, part, quantized)))
     return nnx.from_flat_state(leaves)
+
+
+_SCALE = "_scale"  # `kernel_scale`, `embedding_scale`: the int8 scales of `kernel`, `embedding`
 
 
 def _hf_name_for(state_path: str) -> str:
@@ -96,10 +106,14 @@ def _hf_name_for(state_path: str) -> str:
     return state_path
 
 
-def _place(var, reader, hf_name: str, mesh: Mesh, rules):
+def _place(var, reader, hf_name: str, mesh: Mesh, rules, part=None, quantized=None):
+    """Put one tensor on its devices. part "q" / "scale": the int8 weights / row scales
+    of hf_name (`quantize_rows`), computed once and kept in `quantized` for the other part."""
     abstract = var.get_value()
     expected = tuple(abstract.shape)
     file_shape = reader.shape(hf_name)
+    if part == "scale":
+        file_shape = file_shape[:1]
     if file_shape != expected:
         raise CheckpointError(
             f"{reader.file_of(hf_name)}: tensor {hf_name!r} has shape {file_shape}, the config "
@@ -108,7 +122,14 @@ def _place(var, reader, hf_name: str, mesh: Mesh, rules):
 
     def full() -> np.ndarray:  # read (and dequantize) once, shared by all shards
         if not host:
-            host.append(reader.read(hf_name))
+            if part is None:
+                host.append(reader.read(hf_name))
+            else:
+                if hf_name not in quantized:
+                    quantized[hf_name] = dict(zip(("q", "scale"), quantize_rows(reader.read(hf_name))))
+                host.append(quantized[hf_name].pop(part))
+                if not quantized[hf_name]:  # both parts placed: free the host copy
+                    del quantized[hf_name]
         return host[0]
 
     def shard(index) -> np.ndarray:
