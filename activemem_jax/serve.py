@@ -296,7 +296,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default=None, help="weights: float32 | bfloat16")
     ap.add_argument("--activation-dtype", default=None,
                     help="float32 with --dtype bfloat16: bf16 weights, f32 activations (fast on CPU)")
-    ap.add_argument("--quant", default=None, help="int8: int8 weights, W8A8 matmuls (fastest decode on CPU)")
+    ap.add_argument("--quant", default=None, help="int8: int8 weights, W8A8 matmuls (fastest batch-1 decode on CPU)")
     ap.add_argument("--max-slots", type=int, default=None)
     ap.add_argument("--max-len", type=int, default=None)
     ap.add_argument("--max-queue", type=int, default=None)

@@ -4,7 +4,7 @@ prompts, same machine, one run.
 Our engine runs three times: float32 weights; bfloat16 weights with float32 activations
 (`load_pretrained(..., dtype="bfloat16", activation_dtype="float32")`); and int8 weights
 with W8A8 matmuls (`quant="int8"`, see `models/quant.py`). transformers runs in float32
-and in bfloat16.
+and in bfloat16. With llama-cpp-python installed, llama.cpp runs the same GGUF file too.
 
 Reports batch-1 decode tok/s and time to first token, aggregate tok/s with 16
 concurrent requests (transformers: one batch of 16), the prefix-cache speedup of a
@@ -105,6 +105,37 @@ def bench_hf(dtype, prompt, prompts, n_new: int) -> dict:
     return res
 
 
+def bench_llamacpp(prompt, prompts, n_new: int) -> dict | None:
+    """llama.cpp on the same GGUF file (its own Q4_1 kernels), when llama-cpp-python is
+    installed. Its Python API decodes one sequence at a time, so "concurrent" is the 16
+    prompts one after another."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    from activemem_jax.models import embedded_gguf_path
+
+    llm = Llama(model_path=embedded_gguf_path(), n_ctx=1024, n_threads=os.cpu_count(), verbose=False)
+
+    def run(ids, n):  # greedy, EOS ignored, no prefix reuse (reset first)
+        llm.reset()
+        t0, first = time.perf_counter(), None
+        for i, _ in enumerate(llm.generate(ids, top_k=1, temp=0.0, reset=True)):
+            if first is None:
+                first = time.perf_counter() - t0
+            if i + 1 == n:
+                break
+        return first, time.perf_counter() - t0
+
+    run(prompt, 4)  # warm-up
+    first, total = run(prompt, n_new)
+    t0 = time.perf_counter()
+    for p in prompts:
+        run(p, n_new)
+    return {"ttft_s": first, "b1_tok_s": (n_new - 1) / (total - first),
+            "concurrent_tok_s": len(prompts) * n_new / (time.perf_counter() - t0)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--new-tokens", type=int, default=64)
@@ -142,6 +173,7 @@ def main():
     for name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         res[f"hf_{name}"] = bench_hf(dtype, prompt, prompts, n_new)
     res["rss_gib_total"] = peak_rss_gib()
+    llamacpp = bench_llamacpp(prompt, prompts, n_new)
 
     ref = res["hf_f32"]
     print(f"embedded SmolLM2-135M, {os.cpu_count()} CPU threads, prompt {len(prompt)} tokens, "
@@ -161,6 +193,14 @@ def main():
               f"{r['prefix_cold_s']:.3f}s, reused {r['prefix_reused_s']:.3f}s, speedup {r['prefix_speedup']:.1f}x; "
               f"{conc} concurrent requests prefilled in {r['concurrent_prefill_calls']} calls; "
               f"logits vs f32 over the prompt: KL {r['kl_vs_f32']:.4f}, top-1 agreement {r['top1_vs_f32']:.2f}")
+    if llamacpp is not None:
+        res["llamacpp_q4_1"] = llamacpp
+        best_b1 = max(res[f"ours_{m}"]["b1_tok_s"] for m in MODES)
+        print(f"llama.cpp (llama-cpp-python, the GGUF's own Q4_1): batch-1 {llamacpp['b1_tok_s']:.1f} tok/s "
+              f"(ours best / llama.cpp = {best_b1 / llamacpp['b1_tok_s']:.2f}), time to first token "
+              f"{llamacpp['ttft_s']:.3f} s, {conc} prompts one after another {llamacpp['concurrent_tok_s']:.1f} tok/s")
+    else:
+        print("llama.cpp: not installed (pip install llama-cpp-python; see the issue for this CPU's build flags)")
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after all {res['rss_gib_total']:.2f} GiB")
     write_json(args.out, res)
 

@@ -35,7 +35,8 @@ def run(cfg) -> dict:
     world = synthetic_world.generate(seed=b.seed, n_entities=b.n_entities)
     tasks = {n: synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed) for n in b.n_objectives}
     model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype,
-                            activation_dtype=cfg.model.get("activation_dtype", ""), quant=cfg.model.get("quant", ""))
+                            activation_dtype=cfg.model.get("activation_dtype", ""),
+                            quant=cfg.model.get("quant", ""))
     restore = None
     if cfg.checkpoint:
         from activemem_jax.rl.checkpoints import restore_policy

@@ -159,7 +159,7 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     dtype: "float32" or "bfloat16" (parameters; also activations unless `activation_dtype`
     is given, e.g. bf16 weights with "float32" activations: fast batched decode on CPU).
     quant: "int8" stores every matmul weight as int8 with per-row scales and runs W8A8
-    matmuls (`models/quant.py`; the fastest decode on CPU); norms and biases keep `dtype`.
+    matmuls (`models/quant.py`; the fastest batch-1 decode on CPU); norms and biases keep `dtype`.
     mesh: a `(data, fsdp, tensor)` mesh (default: all devices on the data axis, which
     keeps weights replicated); `rules` overrides the logical-axis table.
     """

@@ -42,7 +42,7 @@ def matmul_int8(x, q, scale):
     channels to the few huge ones LLM hidden states carry (logit KL ~0.05 on the embedded
     model); two rows match weight-only int8 (~0.004), and both go through the same
     weight read, so they cost little more than one (a single row also dodges XLA CPU's
-    int8 matrix-vector path, ~10x slower than two rows).
+    int8 matrix-vector path, over 10x slower than two rows).
 
     The backward pass is the straight-through one: dx is the gradient of the dequantized
     linear map (in float32); the int8 weights get none (the backbone is frozen)."""

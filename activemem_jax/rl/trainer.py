@@ -87,6 +87,10 @@ class Trainer:
             raise ValueError("train.mini_batch_rows, group_size and prompts_per_step must be >= 1")
         if t.algo == "grpo" and t.group_size < 2:
             raise ValueError("GRPO needs train.group_size >= 2 (advantages are relative to the group)")
+        if cfg.model.get("quant", ""):
+            raise ValueError(f"model.quant={cfg.model.quant!r}: int8 weights are for evaluation and serving "
+                             "(launch/eval_activemem.py, activemem_jax.serve); train on float weights "
+                             "(model.dtype bfloat16 or float32) and evaluate the checkpoint with quant='int8'")
         if model is None:
             m = cfg.mesh
             mesh = make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)

@@ -124,3 +124,14 @@ def test_int8_embedded_model_stays_close_and_decodes_consistently(embedded_model
         out = eng.generate([prompt], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True))[0]
     full = q8.logits(prompt + out.token_ids)
     assert out.token_ids == full[len(prompt) - 1:-1].argmax(-1).tolist()
+
+
+def test_training_on_int8_weights_is_refused(tmp_path):
+    from activemem_jax.rl.trainer import Trainer
+    from tests.rl import train_config
+
+    cfg = train_config.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.model.quant = "int8"
+    with pytest.raises(ValueError, match="int8 weights are for evaluation and serving"):
+        Trainer(cfg)
