@@ -111,7 +111,8 @@ def bench_llamacpp(prompt, prompts, n_new: int) -> dict | None:
     prompts one after another."""
     try:
         from llama_cpp import Llama
-    except ImportError:
+    except ImportError as e:
+        print(f"llama.cpp: skipped ({e}); pip install llama-cpp-python (see the issue for this CPU's build flags)")
         return None
     from activemem_jax.models import embedded_gguf_path
 
@@ -199,8 +200,6 @@ def main():
         print(f"llama.cpp (llama-cpp-python, the GGUF's own Q4_1): batch-1 {llamacpp['b1_tok_s']:.1f} tok/s "
               f"(ours best / llama.cpp = {best_b1 / llamacpp['b1_tok_s']:.2f}), time to first token "
               f"{llamacpp['ttft_s']:.3f} s, {conc} prompts one after another {llamacpp['concurrent_tok_s']:.1f} tok/s")
-    else:
-        print("llama.cpp: not installed (pip install llama-cpp-python; see the issue for this CPU's build flags)")
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after all {res['rss_gib_total']:.2f} GiB")
     write_json(args.out, res)
 
