@@ -64,8 +64,8 @@ class ModelConfig:
     activation_dtype: str = ""
     # "int8": every matmul weight (projections, MLP, embedding / lm_head) is stored as int8
     # with one float32 scale per output row, and each matmul quantizes its input rows to
-    # int8 on the fly (W8A8, int32 accumulation): a quarter of f32's weight traffic and
-    # the CPU's int8 dot units. Norms and biases keep `dtype`. For decoding and serving.
+    # int8 on the fly (W8A8, int32 accumulation): a quarter of f32's weight traffic.
+    # Norms and biases keep `dtype`. For decoding and serving.
     quant: str = ""
     remat: bool = False  # rematerialize each layer in the backward pass
 

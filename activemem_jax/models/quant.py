@@ -5,7 +5,7 @@ Each weight matrix [N, K] is stored as int8 with one float32 scale per output ro
 rows per input row, see `matmul_int8`), multiplies int8 x int8 with int32 accumulation,
 and rescales by row scale x weight scale.
 Decode is bound by reading weights: int8 reads a quarter of f32's bytes and half of
-bf16's, and runs on the CPU's int8 dot units (VNNI / AMX) or the accelerator's.
+bf16's (on this 2-core CPU, 16-row int8 matmuls ran 1.0-1.7x faster than bf16, by shape).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ def quantize_rows(w) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-def _quantize_rows(x):
-    """float32 [M, K] -> (int8-valued float32 [M, K], step [M, 1]), one step per row."""
+def _activation_rows(x):
+    """In the jitted matmul: float32 activations [M, K] -> (int8-valued float32 [M, K],
+    step [M, 1]), one step per row (`quantize_rows` is the host-side one for weights)."""
     amax = jnp.max(jnp.abs(x), axis=-1, keepdims=True)
     step = jnp.where(amax > 0, amax / 127.0, 1.0)
     return jnp.clip(jnp.round(x / step), -127, 127), step
@@ -48,8 +49,8 @@ def matmul_int8(x, q, scale):
     linear map (in float32); the int8 weights get none (the backbone is frozen)."""
     rows = x.reshape(-1, x.shape[-1]).astype(jnp.float32)
     m = rows.shape[0]
-    hi, s_hi = _quantize_rows(rows)
-    lo, s_lo = _quantize_rows(rows - hi * s_hi)
+    hi, s_hi = _activation_rows(rows)
+    lo, s_lo = _activation_rows(rows - hi * s_hi)
     acc = jax.lax.dot_general(jnp.concatenate([hi, lo]).astype(jnp.int8), q, (((1,), (1,)), ((), ())),
                               preferred_element_type=jnp.int32).astype(jnp.float32)
     y = (acc[:m] * s_hi + acc[m:] * s_lo) * scale
