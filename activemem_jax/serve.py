@@ -4,9 +4,11 @@
     python -m activemem_jax.serve --config configs/serve_embedded.py
 
 POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health.
-Binds 127.0.0.1 unless --host says otherwise. Bad requests get a 4xx JSON error in
-OpenAI's shape; a full queue gets 503 with Retry-After; the server never dies from a
-request; a client that disconnects mid-stream frees its slot.
+Binds 127.0.0.1 unless --host says otherwise. Every field is checked against its real
+bounds before it reaches the engine, and a bad request gets a 4xx JSON error in OpenAI's
+shape; a full queue gets 503 with Retry-After; a request the engine failed on gets a 500
+(a stream: an error event, then [DONE]), never a normal finish; /health answers 503 when
+the engine thread has stopped. A client that disconnects mid-stream frees its slot.
 """
 
 from __future__ import annotations
@@ -18,69 +20,139 @@ import json
 import os
 import time
 import uuid
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
 
-from activemem_jax.engine import Engine, PromptTooLong, QueueFull, SamplingParams
+from activemem_jax.engine import Engine, EngineUnavailable, PromptTooLong, QueueFull, SamplingParams
+from activemem_jax.engine.sampling import INT32_MAX, TOP_LOGPROBS
 
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = 512  # what an absent or null max_tokens means (capped by the context left)
+ROLES = ("system", "user", "assistant", "tool")
+
+# Request field types: integers are real JSON integers (no booleans, no 4.0) within what
+# the engine's int32 arrays hold; numbers (integers accepted) are finite and within
+# OpenAI's documented ranges.
+Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+TopN = Annotated[StrictInt, Field(ge=0, le=TOP_LOGPROBS)]
+Penalty = Annotated[StrictFloat, Field(ge=-2, le=2, allow_inf_nan=False)]
 
 
 class APIError(Exception):
     def __init__(self, status: int, message: str, param: Optional[str] = None,
-                 code: Optional[str] = None, headers: Optional[dict] = None):
+                 code: Optional[str] = None, headers: Optional[dict] = None, kind: Optional[str] = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers
+        self.kind = kind
+
+
+def _text(value: str, where: str) -> str:
+    """`value` unless it cannot be UTF-8 (a lone surrogate such as "\\udfff")."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{where} is not valid Unicode (a lone surrogate at character {e.start})") from None
+    return value
 
 
 class _Common(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    model: Optional[str] = None
-    max_tokens: Optional[int] = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    stop: Optional[Union[str, list[str]]] = None
-    n: int = 1
-    seed: Optional[int] = None
+    model: Optional[StrictStr] = None
+    max_tokens: Optional[Count] = None  # null or absent: DEFAULT_MAX_TOKENS
+    temperature: Annotated[StrictFloat, Field(ge=0, le=2, allow_inf_nan=False)] = 1.0
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    top_k: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = 0
+    presence_penalty: Optional[Penalty] = None  # accepted for OpenAI clients, not applied
+    frequency_penalty: Optional[Penalty] = None  # accepted for OpenAI clients, not applied
+    stop: Optional[Union[StrictStr, list[StrictStr]]] = None
+    n: StrictInt = 1
+    seed: Optional[Annotated[StrictInt, Field(ge=-2**63, le=2**63 - 1)]] = None
     stream: bool = False
     stream_options: Optional[dict] = None
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    role: str
-    content: Union[str, list[dict], None] = ""
+    role: Literal[ROLES]  # nothing else reaches the chat template as a role
+    content: str = ""  # a string, null, or a list of text parts (joined)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _joined_text(cls, content: Any) -> str:
+        if content is None:
+            return ""
+        if isinstance(content, str):
+            return _text(content, "content")
+        if not isinstance(content, list):
+            raise ValueError(f"content must be a string, null or a list of text parts "
+                             f"(got {type(content).__name__})")
+        texts = []
+        for k, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type", "text") != "text":
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"content[{k}] is {kind!r}: only text parts "
+                                 f'{{"type": "text", "text": "..."}} are supported')
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise ValueError(f"content[{k}].text must be a string (got {type(text).__name__})")
+            texts.append(_text(text, f"content[{k}].text"))
+        return "".join(texts)
 
 
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(..., min_length=1)
-    max_completion_tokens: Optional[int] = None
+    max_completion_tokens: Optional[Count] = None
     logprobs: bool = False
-    top_logprobs: Optional[int] = None
+    top_logprobs: Optional[TopN] = None
 
 
 class CompletionRequest(_Common):
-    prompt: Union[str, list[str], list[int]]
-    logprobs: Optional[int] = None
+    prompt: Union[str, list[str], list[int]]  # a text, texts, or token ids (checked in _prompt)
+    logprobs: Optional[TopN] = None
     echo: bool = False
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt(cls, prompt: Any):
+        if isinstance(prompt, str):
+            return _text(prompt, "prompt")
+        if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            return [_text(p, f"prompt[{k}]") for k, p in enumerate(prompt)]
+        if isinstance(prompt, list) and all(type(t) is int for t in prompt):  # no booleans
+            return prompt
+        raise ValueError("prompt must be a string, a list of strings or a list of integer token ids")
 
-def _error(status: int, message: str, param=None, code=None, headers=None) -> JSONResponse:
-    kind = {401: "authentication_error", 404: "not_found_error", 503: "server_busy"}.get(
+
+def _error_body(status: int, message: str, param=None, code=None, kind=None) -> dict:
+    kind = kind or {401: "authentication_error", 404: "not_found_error", 503: "server_busy"}.get(
         status, "invalid_request_error" if status < 500 else "server_error")
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
-                        status_code=status, headers=headers)
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def _content(message: ChatMessage) -> str:
-    if isinstance(message.content, list):  # [{"type": "text", "text": ...}, ...]
-        return "".join(part.get("text", "") for part in message.content if isinstance(part, dict))
-    return message.content or ""
+def _error(status: int, message: str, param=None, code=None, headers=None, kind=None) -> JSONResponse:
+    return JSONResponse(_error_body(status, message, param, code, kind), status_code=status, headers=headers)
+
+
+def _api_error(e: Exception, param: str) -> APIError:
+    """What a client is told when submitting or running a request raised `e`."""
+    if isinstance(e, APIError):
+        return e
+    if isinstance(e, QueueFull):
+        return APIError(503, str(e), headers={"Retry-After": "1"})
+    if isinstance(e, PromptTooLong):
+        return APIError(400, str(e), param, "context_length_exceeded")
+    if isinstance(e, EngineUnavailable):
+        return APIError(503, f"the engine is not serving: {e}", code="engine_unavailable", kind="server_error")
+    if isinstance(e, ValueError):
+        return APIError(400, str(e), param)
+    return APIError(500, f"internal error: {type(e).__name__}: {e}")
+
+
+def _failed(output) -> APIError:
+    return APIError(500, f"the engine failed on this request: {output.error}", code="engine_error")
 
 
 def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> FastAPI:
@@ -88,8 +160,8 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
     tokenizer = engine.tokenizer
 
     @app.exception_handler(APIError)
-    async def _api_error(_: Request, e: APIError):
-        return _error(e.status, e.message, e.param, e.code, e.headers)
+    async def _api_error_response(_: Request, e: APIError):
+        return _error(e.status, e.message, e.param, e.code, e.headers, e.kind)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, e: RequestValidationError):
@@ -111,7 +183,11 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "busy_slots": engine.busy_slots, "queued": engine.queued}
+        state = engine.health()
+        if state["status"] == "ok":
+            return state
+        return JSONResponse({**state, **_error_body(503, state["message"], code="engine_unavailable",
+                                                    kind="server_error")}, status_code=503)
 
     @app.get("/v1/models")
     async def models():
@@ -123,16 +199,14 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
             raise APIError(400, f"n must be in [1, 16] (got {req.n})", "n")
 
     def params_of(req: _Common, max_tokens: Optional[int], n_prompt: int, logprobs: bool,
-                  top_logprobs: int, index: int) -> SamplingParams:
+                  top_logprobs: int, index: int, prompt_param: str) -> SamplingParams:
         if req.model not in (None, "", model_name):
             raise APIError(404, f"model {req.model!r} does not exist; this server serves "
                                 f"{model_name!r}", "model", "model_not_found")
         room = engine.max_len - n_prompt
         if room < 1:
             raise APIError(400, f"the prompt has {n_prompt} tokens; the context is {engine.max_len}",
-                           "messages", "context_length_exceeded")
-        if max_tokens is not None and max_tokens < 1:
-            raise APIError(400, f"max_tokens must be >= 1 (got {max_tokens})", "max_tokens")
+                           prompt_param, "context_length_exceeded")
         try:
             return SamplingParams(
                 temperature=req.temperature, top_p=req.top_p, top_k=req.top_k,
@@ -142,14 +216,24 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
         except ValueError as e:
             raise APIError(400, str(e)) from e
 
-    async def run(ids, params: SamplingParams):
-        """Collect one request's deltas; maps engine errors to API errors."""
+    async def run(ids, params: SamplingParams, param: str):
+        """Collect one request's deltas; maps engine errors (and a failed request) to API errors."""
         try:
-            return [d async for d in engine.stream(ids, params)][-1].output
-        except QueueFull as e:
-            raise APIError(503, str(e), headers={"Retry-After": "1"}) from e
-        except PromptTooLong as e:
-            raise APIError(400, str(e), code="context_length_exceeded") from e
+            out = [d async for d in engine.stream(ids, params)][-1].output
+        except Exception as e:
+            raise _api_error(e, param) from e
+        if out.finish_reason == "error":
+            raise _failed(out)
+        return out
+
+    async def run_all(jobs, param: str):
+        """Run [(ids, params)] together; when one fails, the others are cancelled."""
+        tasks = [asyncio.ensure_future(run(ids, p, param)) for ids, p in jobs]
+        try:
+            return await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
 
     def token_text(token_id: int) -> str:
         return tokenizer.decode([token_id])
@@ -171,7 +255,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest):
         check_n(req)
-        messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
+        messages = [{"role": m.role, "content": m.content} for m in req.messages]
         try:
             ids = engine.encode(messages)
         except Exception as e:
@@ -180,11 +264,12 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
         if top_n and not req.logprobs:
             raise APIError(400, "top_logprobs needs logprobs=true", "top_logprobs")
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        params = [params_of(req, max_tokens, len(ids), req.logprobs, top_n, i) for i in range(req.n)]
+        params = [params_of(req, max_tokens, len(ids), req.logprobs, top_n, i, "messages")
+                  for i in range(req.n)]
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             return StreamingResponse(stream_chat(ids, params, rid, created), media_type="text/event-stream")
-        outs = await asyncio.gather(*(run(ids, p) for p in params))
+        outs = await run_all([(ids, p) for p in params], "messages")
         return {"id": rid, "object": "chat.completion", "created": created, "model": model_name,
                 "choices": [{"index": i, "message": {"role": "assistant", "content": o.text},
                              "logprobs": chat_logprobs(o, top_n) if req.logprobs else None,
@@ -205,8 +290,8 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
             try:
                 async for delta in engine.stream(ids, p):
                     await queue.put((i, delta, None))
-            except (QueueFull, PromptTooLong) as e:
-                await queue.put((i, None, e))
+            except Exception as e:  # every failure reaches the client; the stream always ends
+                await queue.put((i, None, _api_error(e, "messages")))
 
         tasks = [asyncio.create_task(pump(i, p)) for i, p in enumerate(params)]
         outs, pending = [], len(params)
@@ -216,10 +301,13 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                               "logprobs": None, "finish_reason": None}])
             while pending:
                 i, delta, err = await queue.get()
-                if err is not None:
-                    yield f"data: {json.dumps({'error': {'message': str(err)}})}\n\n"
-                    pending -= 1
-                    continue
+                if err is None and delta.output is not None and delta.output.finish_reason == "error":
+                    err = _failed(delta.output)
+                if err is not None:  # one failed choice ends the stream (the rest are cancelled)
+                    body = _error_body(err.status, err.message, err.param, err.code, err.kind)
+                    yield f"data: {json.dumps(body)}\n\n"
+                    yield "data: [DONE]\n\n"
+                    return
                 if delta.text:
                     yield chunk([{"index": i, "delta": {"content": delta.text}, "logprobs": None,
                                   "finish_reason": None}])
@@ -249,17 +337,18 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
         if not prompts:
             raise APIError(400, "prompt is empty", "prompt")
         top_n = req.logprobs or 0
-        if not 0 <= top_n <= 20:
-            raise APIError(400, f"logprobs must be in [0, 20] (got {top_n})", "logprobs")
         jobs = []
         for prompt in prompts:
-            ids = engine.encode(prompt)
+            try:
+                ids = engine.encode(prompt)  # token ids: checked against the vocabulary here
+            except Exception as e:
+                raise APIError(400, f"cannot encode the prompt: {e}", "prompt") from e
             if not ids:
                 raise APIError(400, "prompt is empty", "prompt")
             for i in range(req.n):
                 jobs.append((prompt, ids, params_of(req, req.max_tokens, len(ids), req.logprobs is not None,
-                                                    top_n, i)))
-        outs = await asyncio.gather(*(run(ids, p) for _, ids, p in jobs))
+                                                    top_n, i, "prompt")))
+        outs = await run_all([(ids, p) for _, ids, p in jobs], "prompt")
         choices = []
         for k, ((prompt, _, _), o) in enumerate(zip(jobs, outs)):
             text = (prompt if isinstance(prompt, str) and req.echo else "") + o.text
@@ -282,6 +371,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
 
 def _reason(reason: str) -> str:
+    """OpenAI's finish_reason ("error" never gets here: it is a 500 or an error event)."""
     return "length" if reason == "length" else "stop"
 
 

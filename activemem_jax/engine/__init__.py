@@ -3,7 +3,9 @@
     from activemem_jax.engine import Engine, SamplingParams
 """
 
-from activemem_jax.engine.engine import Delta, Engine, Output, PromptTooLong, QueueFull, RequestHandle
+from activemem_jax.engine.engine import (Delta, Engine, EngineUnavailable, Output, PromptTooLong, QueueFull,
+                                         RequestHandle)
 from activemem_jax.engine.sampling import SamplingParams
 
-__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams"]
+__all__ = ["Delta", "Engine", "EngineUnavailable", "Output", "PromptTooLong", "QueueFull", "RequestHandle",
+           "SamplingParams"]

@@ -5,6 +5,13 @@ the longest cached prefix any slot holds), then runs one jitted decode step for 
 slots at a time; each step moves only the new tokens to the host. Stop strings are
 matched on detokenized text; a finished or cancelled request frees its slot at once.
 
+Faults stay with the requests they concern: an exception while serving a request
+finishes it with finish_reason "error" (and `Output.error`), and the engine goes on. If
+a failed device call left the decode state unusable (donated buffers), the state is
+rebuilt and the requests it held fail too. Only a fault the engine cannot attribute,
+repeated, or one outside `Exception`, stops the thread; `health()` then says so, and
+every waiting or later request gets an error instead of hanging.
+
     engine = Engine(load_pretrained("embedded"), max_slots=8, max_len=2048)
     outs = engine.generate(["Hello", [{"role": "user", "content": "Hi"}]], SamplingParams(temperature=0))
     async for delta in engine.stream(messages, params): ...
@@ -16,6 +23,8 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import logging
+import operator
 import queue
 import random
 import threading
@@ -32,6 +41,8 @@ Prompt = Union[str, Sequence[int], Sequence[dict]]
 REUSE_MIN = 16  # copy another slot's row only when it saves at least this many tokens
 PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
 PREFILL_TOKENS = 4096  # most padded tokens one batched prefill call computes
+FAULTS_IN_A_ROW = 8  # loop iterations in a row whose fault concerned no request: the thread stops
+log = logging.getLogger(__name__)
 
 
 class QueueFull(RuntimeError):
@@ -40,6 +51,10 @@ class QueueFull(RuntimeError):
 
 class PromptTooLong(ValueError):
     """The prompt does not fit the engine's cache."""
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine thread has stopped (closed, or failed); nothing more will be served."""
 
 
 @dataclasses.dataclass
@@ -52,6 +67,7 @@ class Output:
     prompt_tokens: int
     cached_tokens: int
     hidden: Optional[np.ndarray] = None  # [d] final hidden state of the last prompt token
+    error: Optional[str] = None  # what failed, when finish_reason == "error"
 
     @property
     def completion_tokens(self) -> int:
@@ -144,21 +160,37 @@ class Engine:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._rng = random.Random()
-        self._error: Optional[BaseException] = None
+        self._error: Optional[BaseException] = None  # why the engine thread stopped
         self._current: Optional[Request] = None
+        self.last_fault: Optional[str] = None  # the latest fault the engine survived
         self.stats = {"steps": 0, "decode_rows": 0, "prefill_calls": 0, "prefill_tokens": 0,
-                      "cached_tokens": 0, "prefix_copies": 0, "generated_tokens": 0}
+                      "cached_tokens": 0, "prefix_copies": 0, "generated_tokens": 0,
+                      "faults": 0, "state_resets": 0}
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ public API
     def encode(self, prompt: Prompt) -> list[int]:
+        """Token ids of a text, chat messages or token ids (checked: integers in
+        [0, vocab_size); a ValueError names the first bad one)."""
         if isinstance(prompt, str):
             return list(self.tokenizer(prompt)["input_ids"])
         prompt = list(prompt)
         if prompt and isinstance(prompt[0], dict):
             return self.model.encode_chat(prompt)
-        return [int(t) for t in prompt]
+        return [self._token_id(t, k) for k, t in enumerate(prompt)]
+
+    def _token_id(self, t, k: int) -> int:
+        vocab = self.model.config.vocab_size
+        try:
+            if isinstance(t, (bool, np.bool_)):
+                raise TypeError
+            i = operator.index(t)
+        except TypeError:
+            raise ValueError(f"prompt token {k} is {t!r}: token ids must be integers") from None
+        if not 0 <= i < vocab:
+            raise ValueError(f"prompt token {k} is {i}: token ids must be in [0, {vocab})")
+        return i
 
     def submit(self, prompt: Prompt, params: SamplingParams = SamplingParams(),
                latents=None, latent_positions: Optional[Sequence[int]] = None,
@@ -169,8 +201,7 @@ class Engine:
         prefills (the prompt's KV stays cached for prefix reuse) and returns it."""
         if hidden not in ("no", "also", "only"):
             raise ValueError(f"hidden={hidden!r}: use 'no', 'also' or 'only'")
-        if self._error is not None:
-            raise RuntimeError("the engine thread failed") from self._error
+        self._check_alive()
         ids = self.encode(prompt)
         if not ids:
             raise ValueError("the prompt is empty")
@@ -185,8 +216,27 @@ class Engine:
             self._pending.put_nowait(request)
         except queue.Full:
             raise QueueFull(f"{self._pending.maxsize} requests are already queued") from None
+        self._check_alive()  # stopped meanwhile: nobody will take it from the queue
         self._wake.set()
         return handle
+
+    def _check_alive(self):
+        if self._error is not None:
+            raise EngineUnavailable(f"the engine thread failed: {type(self._error).__name__}: "
+                                    f"{self._error}") from self._error
+        if self._stop.is_set() or not self._thread.is_alive():
+            raise EngineUnavailable("the engine is closed")
+
+    def health(self) -> dict:
+        """{"status": "ok" | "failed" | "closed", "message", "busy_slots", "queued",
+        "faults" (survived so far), "last_fault"}."""
+        try:
+            self._check_alive()
+            status, message = "ok", None
+        except EngineUnavailable as e:
+            status, message = ("failed" if self._error is not None else "closed"), str(e)
+        return {"status": status, "message": message, "busy_slots": self.busy_slots, "queued": self.queued,
+                "faults": self.stats["faults"], "last_fault": self.last_fault}
 
     @contextlib.contextmanager
     def batch(self):
@@ -228,7 +278,13 @@ class Engine:
             events.put_nowait(Delta("", [], [], handle.request.output))
         try:
             while True:
-                delta = await events.get()
+                try:
+                    delta = await asyncio.wait_for(events.get(), timeout=1.0)
+                except asyncio.TimeoutError:  # a stopping thread finishes what it holds; this is the net
+                    if handle.request.output is None and not self._thread.is_alive():
+                        self._check_alive()
+                        raise EngineUnavailable("the engine thread stopped") from None
+                    continue
                 yield delta
                 if delta.output is not None:
                     return
@@ -261,6 +317,7 @@ class Engine:
         return sum(r is not None for r in self._slots)
 
     def close(self):
+        """Stop the engine thread; requests still queued or running finish with "error"."""
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=30)
@@ -293,29 +350,86 @@ class Engine:
         return lat, pos
 
     def _loop(self):
+        why = "the engine was closed"
         try:
+            unattributed = 0
             while not self._stop.is_set():
-                self._admit()
-                if not any(self._slots):
+                try:
+                    self._admit()
+                    if any(self._slots):
+                        self._step()
+                    else:
+                        self._wake.wait(0.05)
+                        self._wake.clear()
+                    unattributed = 0
+                except Exception as e:  # not caught by a request's guard: fail what it touched
+                    concerned = [self._current] if self._current is not None else []
+                    self._current = None
+                    self._fault(e, concerned)
+                    unattributed = 0 if concerned else unattributed + 1
+                    if unattributed >= FAULTS_IN_A_ROW:
+                        raise RuntimeError(f"{FAULTS_IN_A_ROW} faults in a row outside any request; "
+                                           f"the last: {self.last_fault}") from e
                     self._wake.wait(0.05)
-                    self._wake.clear()
-                    continue
-                self._step()
-        except BaseException as e:  # surface to callers instead of hanging them
+        except BaseException as e:  # stop, and surface it to callers instead of hanging them
             self._error = e
+            why = f"the engine thread failed: {type(e).__name__}: {e}"
+            log.error("engine thread stopped", exc_info=e)
+            if not isinstance(e, Exception):
+                raise
+        finally:
             stranded = [r for r in self._slots if r is not None] + [self._current]
+            self._slots = [None] * self.max_slots  # no device calls from here on
             while not self._pending.empty():
                 stranded.append(self._pending.get_nowait())
             for r in stranded:
                 if r is not None and not r.done.is_set():
-                    self._slots = [None if x is r else x for x in self._slots]
-                    self._finish(r, "error")
-            raise
+                    self._finish(r, "error", error=why)
+
+    @contextlib.contextmanager
+    def _guard(self, requests: Sequence[Request]):
+        """Work on behalf of `requests`: an exception fails them (see _fault), not the engine."""
+        try:
+            yield
+        except Exception as e:
+            self._fault(e, requests)
+
+    def _fault(self, error: Exception, requests: Sequence[Request]):
+        """Finish `requests` with "error". If the device state did not survive (a failed
+        call had its buffers donated), rebuild it: every request it held fails too."""
+        self.stats["faults"] += 1
+        self.last_fault = f"{type(error).__name__}: {error}"
+        log.error("engine fault (failing %d request(s))", len(requests), exc_info=error)
+        concerned = [r for r in requests if r is not None]
+        if not self._state_usable():
+            concerned += [r for r in self._slots if r is not None]
+            self._slots = [None] * self.max_slots
+            self._lengths = [0] * self.max_slots
+            self._history = [[] for _ in range(self.max_slots)]
+            self._state = self._put(core.init_state(self.model.config, self.max_slots, self.rows))
+            self.stats["state_resets"] += 1
+        for r in concerned:
+            if r.done.is_set():
+                continue
+            if r in self._slots:  # its cache row may hold a half-written prompt
+                self._history[self._slots.index(r)] = []
+            self._finish(r, "error", error=self.last_fault)
+
+    def _state_usable(self) -> bool:
+        try:
+            if any(leaf.is_deleted() for leaf in jax.tree.leaves(self._state)):
+                return False
+            jax.block_until_ready(self._state)  # a failed computation surfaces here
+            return True
+        except Exception:
+            return False
 
     def _admit(self):
         for slot in range(self.max_slots):
-            if self._slots[slot] is not None and self._slots[slot].cancelled:
-                self._finish(self._slots[slot], "cancelled")
+            req = self._slots[slot]
+            if req is not None and req.cancelled:
+                with self._guard([req]):
+                    self._finish(req, "cancelled")
         batch = []
         with self._admission:
             while not self._pending.empty() and None in self._slots:
@@ -324,8 +438,10 @@ class Engine:
                     self._finish(request, "cancelled")
                     continue
                 self._current = request
-                batch.append(self._reserve(request))
+                with self._guard([request]):
+                    batch.append(self._reserve(request))
                 self._current = None
+        batch = [b for b in batch if not b[0].done.is_set()]  # a state rebuild failed them
         if batch:
             self._prefill(batch)
 
@@ -366,26 +482,33 @@ class Engine:
         length."""
         starts = [reuse for _, _, reuse in batch]
         cap = max(1, min(self.max_slots, PREFILL_TOKENS // PREFILL_CHUNK))
-        while True:
-            long = [i for i, (req, _, _) in enumerate(batch) if len(req.prompt_ids) - starts[i] > PREFILL_CHUNK]
+        while True:  # a request that failed (done) drops out of the later calls
+            long = [i for i, (req, _, _) in enumerate(batch)
+                    if not req.done.is_set() and len(req.prompt_ids) - starts[i] > PREFILL_CHUNK]
             if not long:
                 break
             for k in range(0, len(long), cap):
-                self._run_prefill([(batch[i][0], batch[i][1], starts[i],
-                                    batch[i][0].prompt_ids[starts[i]:starts[i] + PREFILL_CHUNK])
-                                   for i in long[k:k + cap]])
+                part = [i for i in long[k:k + cap] if not batch[i][0].done.is_set()]
+                if part:
+                    with self._guard([batch[i][0] for i in part]):
+                        self._run_prefill([(batch[i][0], batch[i][1], starts[i],
+                                            batch[i][0].prompt_ids[starts[i]:starts[i] + PREFILL_CHUNK])
+                                           for i in part])
             for i in long:
                 starts[i] += PREFILL_CHUNK
         groups: dict[int, list] = {}
         for (req, slot, _), start in zip(batch, starts):
             ids = req.prompt_ids
-            groups.setdefault(core.prefill_bucket(len(ids) - start), []).append(
-                (req, slot, start, ids[start:]))
+            if not req.done.is_set():
+                groups.setdefault(core.prefill_bucket(len(ids) - start), []).append(
+                    (req, slot, start, ids[start:]))
         for r, items in sorted(groups.items()):
             cap = max(1, min(self.max_slots, PREFILL_TOKENS // r))
             for i in range(0, len(items), cap):
-                chunk = items[i:i + cap]
-                self._started(chunk, self._run_prefill(chunk), {s: u for _, s, u in batch})
+                chunk = [item for item in items[i:i + cap] if not item[0].done.is_set()]
+                if chunk:
+                    with self._guard([req for req, *_ in chunk]):
+                        self._started(chunk, self._run_prefill(chunk), {s: u for _, s, u in batch})
 
     def _run_prefill(self, items):
         """One jitted prefill of chunks [(req, slot, start, tokens)], padded to a row bucket."""
@@ -427,20 +550,23 @@ class Engine:
         top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
         hidden = np.asarray(last, np.float32) if any(req.hidden_mode != "no" for req, *_ in items) else None
         for i, (req, slot, _, _) in enumerate(items):
-            ids = req.prompt_ids
-            used = req.latent_pos[req.latent_pos >= 0]
-            if req.hidden_mode != "no":
-                req.hidden = hidden[i]
-            self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
-            req.cached_tokens = reused[slot]
-            self.stats["prefill_tokens"] += len(ids) - reused[slot]
-            self.stats["cached_tokens"] += reused[slot]
-            if req.hidden_mode == "only":
-                self._finish(req, "stop")
+            if req.done.is_set():  # failed by an earlier item's fault (state rebuilt)
                 continue
-            self._lengths[slot] = len(ids)
-            self._emit(req, slot, int(token[i]), float(logprob[i]),
-                       None if top_lp is None else top_lp[i], None if top_ids is None else top_ids[i])
+            with self._guard([req]):
+                ids = req.prompt_ids
+                used = req.latent_pos[req.latent_pos >= 0]
+                if req.hidden_mode != "no":
+                    req.hidden = hidden[i]
+                self._history[slot] = list(ids[: int(used.min())] if used.size else ids)
+                req.cached_tokens = reused[slot]
+                self.stats["prefill_tokens"] += len(ids) - reused[slot]
+                self.stats["cached_tokens"] += reused[slot]
+                if req.hidden_mode == "only":
+                    self._finish(req, "stop")
+                    continue
+                self._lengths[slot] = len(ids)
+                self._emit(req, slot, int(token[i]), float(logprob[i]),
+                           None if top_lp is None else top_lp[i], None if top_ids is None else top_ids[i])
 
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
@@ -450,19 +576,25 @@ class Engine:
         if width < self.max_slots:  # step only the live slots (padding: out of range)
             rows = self._put(np.asarray(live + [self.max_slots] * (width - len(live)), np.int32))
         want_top = any(self._slots[s].params.top_logprobs for s in live)
-        self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
-            self._params, self._state, rows, kv_len=kv, top=want_top)
-        toks, lps = np.asarray(toks), np.asarray(lps)
-        top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
+        stepped = [self._slots[s] for s in live]
+        try:  # a failed step concerns every live request
+            self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
+                self._params, self._state, rows, kv_len=kv, top=want_top)
+            toks, lps = np.asarray(toks), np.asarray(lps)
+            top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
+        except Exception as e:
+            return self._fault(e, stepped)
         self.stats["steps"] += 1
         self.stats["decode_rows"] += self.max_slots if rows is None else width
-        for i, s in enumerate(live):
+        for i, (s, req) in enumerate(zip(live, stepped)):
             j = s if rows is None else i  # the step's output row of slot s
-            req = self._slots[s]
-            self._history[s].append(req.token_ids[-1])  # the token fed this step is now cached
-            self._lengths[s] += 1
-            self._emit(req, s, int(toks[j]), float(lps[j]),
-                       None if top_lp is None else top_lp[j], None if top_ids is None else top_ids[j])
+            if self._slots[s] is not req:  # failed by an earlier row's fault (state rebuilt)
+                continue
+            with self._guard([req]):
+                self._history[s].append(req.token_ids[-1])  # the token fed this step is now cached
+                self._lengths[s] += 1
+                self._emit(req, s, int(toks[j]), float(lps[j]),
+                           None if top_lp is None else top_lp[j], None if top_ids is None else top_ids[j])
 
     def _emit(self, req: Request, slot: int, token: int, logprob: float, top_lp, top_ids):
         p = req.params
@@ -495,7 +627,7 @@ class Engine:
         self._send(req, Delta(text[req.sent:max(safe, req.sent)], [token], [logprob]))
         req.sent = max(safe, req.sent)
 
-    def _finish(self, req: Request, reason: str, slot: Optional[int] = None):
+    def _finish(self, req: Request, reason: str, slot: Optional[int] = None, error: Optional[str] = None):
         if slot is None and req in self._slots:
             slot = self._slots.index(req)
         if slot is not None and self._slots[slot] is req:
@@ -504,7 +636,7 @@ class Engine:
         req.output = Output(text=req.text, token_ids=list(req.token_ids), logprobs=list(req.logprobs),
                             top_logprobs=list(req.top_logprobs), finish_reason=reason,
                             prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens,
-                            hidden=req.hidden)
+                            hidden=req.hidden, error=error)
         self._send(req, Delta(req.text[req.sent:], [], [], req.output))
         req.sent = len(req.text)
         req.done.set()
@@ -512,7 +644,11 @@ class Engine:
     @staticmethod
     def _send(req: Request, delta: Delta):
         for listener in list(req.listeners):
-            listener(delta)
+            try:
+                listener(delta)
+            except Exception:  # a broken listener loses its events; the engine goes on
+                log.exception("a listener of request %d failed", req.id)
 
 
-__all__ = ["Delta", "Engine", "Output", "PromptTooLong", "QueueFull", "RequestHandle", "SamplingParams"]
+__all__ = ["Delta", "Engine", "EngineUnavailable", "Output", "PromptTooLong", "QueueFull", "RequestHandle",
+           "SamplingParams"]

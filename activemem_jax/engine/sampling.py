@@ -10,11 +10,14 @@ import jax.numpy as jnp
 
 CANDIDATES = 256  # top-k / top-p act within the 256 most likely tokens
 TOP_LOGPROBS = 20  # most top log-probs a request may ask for
+INT32_MAX = 2**31 - 1  # top_k travels to the device as int32
+FLOAT32_MAX = 3.4028234663852886e38  # temperature and top_p as float32
 
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; seed None = random."""
+    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; seed None = random (any int:
+    the engine keeps its low 31 bits)."""
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
@@ -29,12 +32,12 @@ class SamplingParams:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         object.__setattr__(self, "stop", stop)
         problems = []
-        if not self.temperature >= 0:
-            problems.append(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0 <= self.temperature <= FLOAT32_MAX:  # also refuses NaN and infinity
+            problems.append(f"temperature must be a finite number >= 0 (got {self.temperature})")
         if not 0 < self.top_p <= 1:
             problems.append(f"top_p must be in (0, 1] (got {self.top_p})")
-        if self.top_k < 0:
-            problems.append(f"top_k must be >= 0 (got {self.top_k})")
+        if not 0 <= self.top_k <= INT32_MAX:
+            problems.append(f"top_k must be in [0, {INT32_MAX}] (got {self.top_k})")
         if self.max_tokens < 1:
             problems.append(f"max_tokens must be >= 1 (got {self.max_tokens})")
         if not 0 <= self.top_logprobs <= TOP_LOGPROBS:
