@@ -36,11 +36,13 @@ def base_config() -> ml_collections.ConfigDict:
     c.policy = policy_defaults(num_latents=4, capacity=4096, max_tokens=512, temperature=1.0)
     c.lora = ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=("q_proj", "v_proj")))
     c.data = ml_collections.ConfigDict(dict(
-        name="synthetic",          # synthetic | first_token (pipeline sanity check)
+        name="synthetic",          # synthetic | recall | first_token (pipeline sanity check)
         seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,
+        n_facts=4, n_questions=0,  # recall: facts and questions per episode (0: one per fact)
         retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5))  # first_token: see rl.trainer
     c.train = ml_collections.ConfigDict(dict(
         algo="grpo",               # grpo | sft
+        sft_steps=0,               # grpo: the first steps are SFT on expert turns (a warm start)
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
         mini_batch_rows=64, ppo_epochs=1,
         micro_batch_rows=8,        # gradient accumulation: rows per forward/backward (0: all)

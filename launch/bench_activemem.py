@@ -83,13 +83,13 @@ def main():
         def activemem_turn():
             eng.clear_prefix_cache()
             t0 = time.perf_counter()
-            h = eng.encode_hidden([t.plain_ids for t in turns])
+            h, _, q = policy.read(obs)  # the observation's last-token state and query vector
             t1 = time.perf_counter()
             overlays = stack(policy.tree)
             logs = stack(hlmt.new_log(policy.config.max_ops, model.config.hidden_size))
             keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(b))
-            _, _, out = policy._step(policy.graphdef, policy.params, overlays, logs, jnp.asarray(h), keys,
-                                     jnp.ones((b,), bool), policy.config.step_config)
+            _, _, out = policy._step(policy.graphdef, policy.params, overlays, logs, jnp.asarray(h), jnp.asarray(q),
+                                     keys, jnp.ones((b,), bool), jnp.int32(1), policy.config.step_config)
             latents = np.asarray(out.latents)
             t2 = time.perf_counter()
             with eng.batch():

@@ -58,7 +58,42 @@ def evaluate_before_after(trainer, cfg) -> dict:
 
 def _load_trained(policy, trainer):
     policy.params = trainer.params["controller"]
-    policy.tree = trainer.policy.tree
+    policy.memory_state = trainer.policy.memory_state
+
+
+def evaluate_recall_before_after(trainer, cfg) -> dict:
+    """Held-out recall (test names) before and after training, each at two evaluation
+    seeds (the untrained controller at init seeds seed and seed + 1), with the tree
+    telemetry: the margin of after over before against the seed-to-seed spread."""
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.envs.recall import make_recall_tasks
+
+    tasks = make_recall_tasks("test", cfg.eval.n_tasks, cfg.data.n_facts, seed=cfg.data.seed + 1,
+                              n_questions=cfg.data.n_questions)
+    base = PolicyConfig.from_dict(cfg.policy.to_dict())
+    rows = {}
+    for k in (0, 1):
+        before = ActiveMem(trainer.gen_model, trainer.engine, base, seed=cfg.seed + k)
+        rows[f"before (init seed {cfg.seed + k})"] = ev.evaluate_recall(before, tasks, seed=cfg.seed + k)
+    for k in (0, 1):
+        after = ActiveMem(trainer.gen_model, trainer.engine, base, seed=cfg.seed)
+        _load_trained(after, trainer)
+        rows[f"after (eval seed {cfg.seed + k})"] = ev.evaluate_recall(after, tasks, seed=cfg.seed + k)
+    acc = {name: r["accuracy"] for name, r in rows.items()}
+    b = [v for n, v in acc.items() if n.startswith("before")]
+    a = [v for n, v in acc.items() if n.startswith("after")]
+    spread = max(max(b) - min(b), max(a) - min(a))
+    chance = next(iter(rows.values()))["chance"]
+    summary = {"rows": rows, "before": sum(b) / 2, "after": sum(a) / 2, "spread": spread,
+               "margin": sum(a) / 2 - max(sum(b) / 2, chance), "chance": chance}
+    # learned: after beats both before and the chance rate by more than the seed-to-seed spread
+    summary["learned"] = summary["margin"] > max(spread, 0.05)
+    print(ev.format_recall_table(rows))
+    print(f"held-out recall accuracy: before {summary['before']:.3f}, after {summary['after']:.3f} "
+          f"(chance {chance:.3f}); margin over max(before, chance) {summary['margin']:+.3f} vs seed-to-seed "
+          f"spread {spread:.3f}: {'LEARNED' if summary['learned'] else 'NOT LEARNED'}")
+    return summary
 
 
 def main(argv):
@@ -80,6 +115,8 @@ def main(argv):
         if cfg.eval.enabled and jax.process_count() > 1:
             print("before/after evaluation skipped: run launch.eval_activemem on one host with "
                   f"--config.checkpoint={trainer.ckpt.directory}")
+        elif cfg.eval.enabled and cfg.data.name == "recall":
+            summary["eval"] = evaluate_recall_before_after(trainer, cfg)
         elif cfg.eval.enabled:
             table = evaluate_before_after(trainer, cfg)
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}

@@ -4,8 +4,15 @@
     out = ctrl(h, p_bar)     # h, p_bar [B, d] -> ControllerOutput
 
 u = MLP_shared([h_t ; p_bar_t]) (2 layers); the latent head gives m_t [B, K, d], the tree
-head logits over (noop, insert, update), W_ins the new node's embedding, W_gate the
-update gate alpha [B, d] and W_upd the update target.
+head logits over (noop, insert, update). The write heads are residuals on the query q_t
+of the observation that writes (SPEC 4.2 R2): a new node is normalize(q_t + W_ins u), an
+update moves the leaf towards q_t + W_upd u with the gate alpha = sigmoid(W_gate u).
+W_ins, W_upd and W_gate start at zero: a new node starts as the state that wrote it
+(alpha 0.5), and the heads learn what to add. The residuals' norms are capped at
+`max_residual` (0.5 by default: a node keeps cos >= 0.89 to the unit query that wrote
+it), so what the heads add cannot make a node unfindable by the observations it is
+about: without the cap, a few SFT steps grew W_ins u past |q| = 1, every new node looked
+alike, inserts were masked as duplicates and no question found its fact.
 
 Decisions where the paper is silent:
 - h_t is RMS-normalized and p_bar_t scaled by sqrt(d) before the MLP, so both inputs
@@ -33,20 +40,21 @@ class ControllerOutput:
     u: jax.Array            # [B, hidden]
     latents: jax.Array      # [B, K, d]
     tree_logits: jax.Array  # [B, 3] (unmasked)
-    insert_vec: jax.Array   # [B, d] W_ins u (normalized when inserted)
+    insert_vec: jax.Array   # [B, d] q + W_ins u (normalized when inserted)
     gate: jax.Array         # [B, d] alpha = sigmoid(W_gate u)
-    update_vec: jax.Array   # [B, d] W_upd u
+    update_vec: jax.Array   # [B, d] q + W_upd u
 
 
 class Controller(nnx.Module):
     def __init__(self, d_model: int, *, num_latents: int, hidden: int = 512,
                  activation: str = "gelu", latent_init=None, latent_init_std: float = 1e-3,
-                 rngs: nnx.Rngs):
+                 max_residual: float = 0.5, rngs: nnx.Rngs):
         if num_latents not in (0, 1, 2, 4, 8):
             raise ValueError(f"num_latents={num_latents}: use 0, 2, 4 or 8 (1 also works)")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r}: use one of {sorted(ACTIVATIONS)}")
         self.d_model, self.num_latents, self.activation = d_model, num_latents, activation
+        self.max_residual = float(max_residual)
         d, k = d_model, num_latents
         self.mlp_in = nnx.Linear(2 * d, hidden, rngs=rngs)
         self.mlp_out = nnx.Linear(hidden, hidden, rngs=rngs)
@@ -59,9 +67,10 @@ class Controller(nnx.Module):
         else:
             self.latent = None
         self.tree = nnx.Linear(hidden, 3, rngs=rngs, kernel_init=nnx.initializers.zeros)
-        self.insert = nnx.Linear(hidden, d, rngs=rngs)
-        self.gate = nnx.Linear(hidden, d, rngs=rngs)
-        self.update = nnx.Linear(hidden, d, rngs=rngs)
+        zeros = nnx.initializers.zeros
+        self.insert = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
+        self.gate = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
+        self.update = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
 
     def shared(self, h, p_bar):
         h = jnp.asarray(h, jnp.float32)
@@ -76,11 +85,29 @@ class Controller(nnx.Module):
             return jnp.zeros(u.shape[:-1] + (0, self.d_model), jnp.float32)
         return self.latent(u).reshape(u.shape[:-1] + (self.num_latents, self.d_model))
 
-    def __call__(self, h, p_bar) -> ControllerOutput:
+    def _capped(self, r):
+        sq = jnp.sum(r * r, axis=-1, keepdims=True)
+        return r * jnp.minimum(1.0, self.max_residual * jax.lax.rsqrt(jnp.maximum(sq, 1e-24)))
+
+    def insert_vec(self, u, q):
+        """The new node's (unnormalized) embedding q + W_ins u (residual norm capped)."""
+        return jnp.asarray(q, jnp.float32) + self._capped(self.insert(u))
+
+    def update_vec(self, u, q):
+        """The update target q + W_upd u (residual norm capped)."""
+        return jnp.asarray(q, jnp.float32) + self._capped(self.update(u))
+
+    def gate_vec(self, u):
+        """alpha = sigmoid(W_gate u)."""
+        return jax.nn.sigmoid(self.gate(u))
+
+    def __call__(self, h, p_bar, q) -> ControllerOutput:
+        """h [B, d] the observation's last-token state; p_bar [B, d] the path mean; q
+        [B, d] the observation's query vector (what a write starts from)."""
         u = self.shared(h, p_bar)
         return ControllerOutput(u=u, latents=self.latents(u), tree_logits=self.tree(u),
-                                insert_vec=self.insert(u), gate=jax.nn.sigmoid(self.gate(u)),
-                                update_vec=self.update(u))
+                                insert_vec=self.insert_vec(u, q), gate=self.gate_vec(u),
+                                update_vec=self.update_vec(u, q))
 
 
 def masked_log_probs(logits, mask):

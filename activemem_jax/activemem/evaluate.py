@@ -108,5 +108,51 @@ def plot_peak_tokens(summary: dict, path: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["METRICS", "VARIANTS", "evaluate", "format_table", "plot_peak_tokens", "summarize",
-           "trajectory_row", "variant_config"]
+
+
+# ---------------------------------------------------------------- recall (envs/recall.py)
+RECALL_VARIANTS = {
+    "activemem": {},
+    "w/o HLMT": dict(use_tree=False),
+    "w/o latent injection": dict(num_latents=0),
+    "w/o tree action head": dict(tree_actions=False),
+}
+
+
+def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
+                    temperature: float = 0.01, batch: int = 16) -> dict:
+    """Held-out recall accuracy (greedy tree actions, near-greedy decoding) with the tree
+    telemetry of the evaluation rollouts and the chance rate."""
+    from activemem_jax.activemem.commit import telemetry
+    from activemem_jax.envs.recall import RecallEnv
+
+    env = RecallEnv(split)
+    trajs, counts, tree = [], {}, None
+    for i in range(0, len(tasks), batch):
+        part = list(tasks[i:i + batch])
+        result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
+                                uids=range(i, i + len(part)))
+        trajs += result.trajectories
+        for k, v in (result.stats or {}).items():
+            if k in ("inserts", "updates", "pruned", "merged"):
+                counts[k] = counts.get(k, 0) + v
+        tree = policy.tree if policy.config.tree_scope == "persistent" else None
+    stats = telemetry(trajs, counts, tree if tree is not None else policy.tree)
+    if policy.config.tree_scope == "episode":  # each episode's own tree: its committed inserts
+        stats["tree_size"] = counts.get("inserts", 0) / max(len(trajs), 1)
+    rewards = [t.reward for t in trajs]
+    return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs), **stats}
+
+
+def format_recall_table(rows: dict) -> str:
+    """rows: {name: evaluate_recall(...)} -> a markdown table."""
+    lines = ["| variant | accuracy | chance | turns with a path | mean path length | inserts | updates | "
+             "nodes per tree |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['accuracy']:.3f} | {r['chance']:.3f} | {r['path_share']:.2f} | "
+                     f"{r['path_len']:.2f} | {r.get('inserts', 0)} | {r.get('updates', 0)} | {r['tree_size']:.1f} |")
+    return "\n".join(lines)
+
+
+__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "format_recall_table",
+           "format_table", "plot_peak_tokens", "summarize", "trajectory_row", "variant_config"]

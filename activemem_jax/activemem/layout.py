@@ -9,7 +9,10 @@
 Modes: "constant" (MEM1's constant context, the default): the task prompt, the previous
 turn's response (its <think> summary and action), then the placeholders and the new
 observation; older turns are dropped. "full": every turn stays (the plain full-history
-baseline). At turn 0 the observation is the task prompt itself.
+baseline). "observation": only the placeholders and the newest observation, no text
+channel across turns (the model's own earlier responses are not carried: whatever
+crosses turns goes through the memory; the recall task uses it). At turn 0 the
+observation is the task prompt itself.
 
 Slots: "before_observation" (SPEC 4.3, the default) or "after_observation" (the
 placeholders end the newest user message). After the observation, the placeholder-free
@@ -29,7 +32,7 @@ import dataclasses
 from typing import Sequence
 
 MARK = "\ue000"  # private-use character: where the placeholders go
-MODES = ("constant", "full")
+MODES = ("constant", "full", "observation")
 SLOTS = ("before_observation", "after_observation")
 
 
@@ -42,19 +45,20 @@ class TurnPrompt:
 
 class PromptLayout:
     def __init__(self, tokenizer, num_latents: int, mode: str = "constant",
-                 placeholder: str = "\n", slots: str = "before_observation"):
+                 placeholder: str = "\n", slots: str = "before_observation", system_prompt=None):
         if mode not in MODES:
             raise ValueError(f"layout mode={mode!r}: use one of {MODES}")
         if slots not in SLOTS:
             raise ValueError(f"latent slots={slots!r}: use one of {SLOTS}")
         self.slots = slots
+        self.system_prompt = system_prompt  # None: the template's own default system prompt
         ph = tokenizer(placeholder, add_special_tokens=False)["input_ids"]
         if len(ph) != 1:
             raise ValueError(f"placeholder {placeholder!r} is {len(ph)} tokens; pick a string "
                              "that is exactly one token")
         self.tokenizer, self.num_latents, self.mode = tokenizer, num_latents, mode
         self.placeholder_id = ph[0]
-        before, _ = self._split([{"role": "user", "content": MARK}])
+        before, _ = self._split(self._system([{"role": "user", "content": MARK}]))
         self.preamble_tokens = len(self._tok(before))  # template system prompt + user header
 
     def _tok(self, text: str) -> list[int]:
@@ -67,14 +71,24 @@ class PromptLayout:
         before, after = text.split(MARK)
         return before, after
 
+    def _system(self, msgs: list[dict]) -> list[dict]:
+        if self.system_prompt is None:
+            return msgs
+        return [{"role": "system", "content": self.system_prompt}] + msgs
+
     def messages(self, task_prompt: str, history: Sequence[tuple[str, str]]) -> list[dict]:
         """history: (response, observation that followed it) of earlier turns, oldest
         first; the last observation is the current one."""
+        return self._system(self._messages(task_prompt, history))
+
+    def _messages(self, task_prompt: str, history: Sequence[tuple[str, str]]) -> list[dict]:
         def with_mark(text):
             return MARK + text if self.slots == "before_observation" else text + MARK
 
         if not history:
             return [{"role": "user", "content": with_mark(task_prompt)}]
+        if self.mode == "observation":
+            return [{"role": "user", "content": with_mark(history[-1][1])}]
         msgs = [{"role": "user", "content": task_prompt}]
         kept = history if self.mode == "full" else history[-1:]
         for i, (response, obs) in enumerate(kept):
@@ -90,7 +104,8 @@ class PromptLayout:
     def render_continuation(self, task_prompt: str, partial: str) -> TurnPrompt:
         """Delimiter steps of a single-shot task (MemGen-style): the assistant message so
         far stays open, the K placeholders follow it, and the model continues it."""
-        msgs = [{"role": "user", "content": task_prompt}, {"role": "assistant", "content": partial + MARK}]
+        msgs = self._system([{"role": "user", "content": task_prompt},
+                             {"role": "assistant", "content": partial + MARK}])
         text = self.tokenizer.apply_chat_template(msgs, tokenize=False, continue_final_message=True)
         if text.count(MARK) != 1:
             raise ValueError("the chat template dropped or repeated the latent marker")

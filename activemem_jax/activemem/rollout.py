@@ -6,12 +6,17 @@
     batch = collate(result.trajectories, num_latents=4) # padded arrays for the training forward
 
 Per turn, for every live episode: render the prompt (K placeholders before the newest
-observation), encode the placeholder-free prompt -> h_t (the engine keeps its KV, so the
-generation request reuses the shared prefix), traverse the episode's overlay (the frozen
-snapshot plus its pending nodes), run the controller -> m_t and a masked tree action,
-generate the turn with m_t spliced in, step the environment. At the end the op logs are
-committed to the persistent tree, the activated paths credited with the episode
-returns, and the maintenance (EMA, prune, merge) runs.
+observation), read the newest observation with the frozen backbone (`observe.py`: h_t at
+its last token, q_t its centred, projected token mean), traverse the episode's overlay
+(the frozen snapshot plus its pending nodes) with q_t, run the controller -> m_t and a
+masked tree action, generate the turn with m_t spliced in, step the environment. At the
+end (`commit.py`) the op logs are committed to the persistent tree, the activated paths
+credited with the episode returns, the maintenance (EMA, prune, merge) runs, and the
+observations are folded into the query space. `result.stats` holds the tree telemetry.
+
+A query space with no observations yet is first calibrated on the environment's
+`sample_observations()` (or the task prompts), so the first rollout already searches a
+centred space.
 
 Seeds depend on (seed, episode uid, turn) only, so an episode's rollout is the same in
 any batch. G samples per prompt: `repeat_tasks(tasks, G)` (uids keep them distinct).
@@ -31,97 +36,16 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax import metrics
+from activemem_jax.activemem.collate import collate
+from activemem_jax.activemem.commit import finish, finish_episodes, telemetry
 from activemem_jax.activemem.controller import Controller
 from activemem_jax.activemem.layout import PromptLayout
-from activemem_jax.activemem.step import StepConfig, controller_step
+from activemem_jax.activemem.observe import ObservationEncoder
+from activemem_jax.activemem.policy_config import PolicyConfig, Step, Trajectory
+from activemem_jax.activemem.step import controller_step
 from activemem_jax.engine import SamplingParams
+from activemem_jax.memory import query_space as qs
 from activemem_jax.memory import tree as hlmt
-
-SCOPES = ("persistent", "episode")
-STEP_MODES = ("turn", "delimiter")
-
-
-@dataclasses.dataclass(frozen=True)
-class PolicyConfig:
-    num_latents: int = 4           # K; 0 = w/o latent injection
-    hidden: int = 512
-    activation: str = "gelu"
-    layout: str = "constant"       # constant (MEM1) | full (plain full-history baseline)
-    latent_slots: str = "before_observation"  # SPEC 4.3 | after_observation (no double prefill)
-    use_tree: bool = True          # False = w/o HLMT
-    tree_actions: bool = True      # False = w/o tree action head (always noop)
-    maintenance: bool = True       # False = w/o merge/delete
-    tree_scope: str = "persistent"
-    capacity: int = 1024
-    max_children: int = 16
-    max_depth: int = 8
-    max_ops: int = 16              # op-log entries per episode
-    tau_stop: float = 0.5
-    tau_merge: float = 0.9
-    ema_beta: float = 0.1
-    prune_fraction: float = 0.05
-    max_tokens: int = 128          # per turn
-    temperature: float = 1.0       # train 1.0; eval 0.01 (paper 6.1)
-    top_p: float = 1.0
-    stop: tuple = ("</search>", "</answer>")
-    step_mode: str = "turn"        # turn: one agent turn per step; delimiter: single-shot tasks,
-    delimiter: str = "\n\n"        # a step ends at the delimiter (wrap the env in SegmentedEnv)
-
-    def __post_init__(self):
-        if self.step_mode not in STEP_MODES:
-            raise ValueError(f"step_mode={self.step_mode!r}: use one of {STEP_MODES}")
-        if self.step_mode == "delimiter" and not self.delimiter:
-            raise ValueError("step_mode='delimiter' needs a non-empty delimiter")
-        if self.tree_scope not in SCOPES:
-            raise ValueError(f"tree_scope={self.tree_scope!r}: use one of {SCOPES}")
-        if self.max_ops < 1 or self.capacity < 2:
-            raise ValueError("max_ops must be >= 1 and capacity >= 2")
-
-    @classmethod
-    def from_dict(cls, d) -> "PolicyConfig":
-        d = dict(d)
-        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown policy config keys {unknown}; known: "
-                             f"{[f.name for f in dataclasses.fields(cls)]}")
-        if "stop" in d:
-            d["stop"] = tuple(d["stop"])
-        return cls(**d)
-
-    @property
-    def step_config(self) -> StepConfig:
-        return StepConfig(use_tree=self.use_tree, tree_actions=self.tree_actions,
-                          tau_stop=self.tau_stop, tau_merge=self.tau_merge)
-
-
-@dataclasses.dataclass
-class Step:
-    prompt_ids: list[int]
-    latent_pos: list[int]
-    response_ids: list[int]
-    response_logprobs: list[float]
-    text: str
-    observation: str
-    h: np.ndarray               # [d]
-    p_bar: np.ndarray           # [d]
-    tree_action: int
-    tree_logp: float
-    tree_mask: np.ndarray       # [3] bool
-    path: np.ndarray            # [max_depth] int32: persistent slots after commit (-1 pad)
-    reward: float = 0.0
-
-
-@dataclasses.dataclass
-class Trajectory:
-    task: dict
-    uid: int
-    steps: list[Step]
-    reward: float = 0.0
-    info: dict = dataclasses.field(default_factory=dict)
-    peak_tokens: int = 0
-    dependency_length: float = 0.0
-    time_s: float = 0.0
-
 
 @flax.struct.dataclass
 class RolloutResult:
@@ -129,6 +53,7 @@ class RolloutResult:
     logs: hlmt.OpLog          # [E] per-episode op logs (overlay slots / references)
     overlay_paths: jax.Array  # [E, turns, max_depth] paths in overlay slots
     committed: bool = flax.struct.field(pytree_node=False, default=False)
+    stats: dict = flax.struct.field(pytree_node=False, default=None)  # tree telemetry (commit)
 
 
 @dataclasses.dataclass
@@ -163,29 +88,73 @@ class ActiveMem:
         self.model, self.engine, self.config = model, engine, config
         d = model.config.hidden_size
         self.layout = PromptLayout(model.tokenizer, config.num_latents, config.layout,
-                                   slots=config.latent_slots)
+                                   slots=config.latent_slots, system_prompt=config.system)
         if controller is None:
             emb = np.asarray(model.module.embed_tokens(jnp.asarray([self.layout.placeholder_id])),
                              np.float32)[0]  # the placeholder's own embedding (dequantized if int8)
             controller = Controller(d, num_latents=config.num_latents, hidden=config.hidden,
                                     activation=config.activation, latent_init=emb,
+                                    max_residual=config.max_write_residual,
+                                    latent_init_std=config.latent_init_std,
                                     rngs=nnx.Rngs(seed))
         self.graphdef, self.params = nnx.split(controller)
+        self.encoder = ObservationEncoder(model, config.max_obs_tokens)
         self.tree = self.empty_tree()
-        self._step = jax.jit(controller_step, static_argnums=(0, 7))
-        self._finish = jax.jit(self._finish_fn, static_argnums=(0,))
+        self.query = self._replicated(qs.init_query_space(d, config.query_components, config.query_window))
+        self._step = jax.jit(controller_step, static_argnums=(0, 9))
+        self._finish = jax.jit(finish, static_argnums=(0,))
+        self._finish_episodes = jax.jit(finish_episodes, static_argnums=(0,))
+        self._observe = jax.jit(qs.observe)
+        self._project = jax.jit(qs.project)
 
     # ---------------------------------------------------------------- state
     @property
     def controller(self) -> Controller:
         return nnx.merge(self.graphdef, self.params)
 
+    def _replicated(self, x):
+        """x replicated on the model's mesh: the placement the jitted steps give back, so
+        the second rollout does not recompile them for a new placement."""
+        return jax.device_put(x, NamedSharding(self.model.mesh, PartitionSpec()))
+
     def empty_tree(self) -> hlmt.Tree:
-        """A fresh tree, replicated on the model's mesh: the placement the jitted steps
-        give back, so the second rollout does not recompile them for a new placement."""
         c = self.config
-        tree = hlmt.init_tree(c.capacity, self.model.config.hidden_size, c.max_children, c.max_depth)
-        return jax.device_put(tree, NamedSharding(self.model.mesh, PartitionSpec()))
+        return self._replicated(hlmt.init_tree(c.capacity, self.model.config.hidden_size, c.max_children,
+                                               c.max_depth))
+
+    @property
+    def memory_state(self) -> dict:
+        """What a checkpoint keeps of the memory: the persistent tree and the query space."""
+        return {"tree": self.tree, "query": self.query}
+
+    @memory_state.setter
+    def memory_state(self, state: dict) -> None:
+        self.tree = self._replicated(jax.tree.map(jnp.asarray, state["tree"]))
+        self.query = self._replicated(jax.tree.map(jnp.asarray, state["query"]))
+
+    def fold_observations(self, pooled) -> None:
+        """Fold pooled observation states [n, d] into the query space (rows padded to a
+        power of two, so few shapes compile)."""
+        pooled = np.asarray(pooled, np.float32)
+        n = len(pooled)
+        if n == 0:
+            return
+        rows = 1 << max(n - 1, 0).bit_length()
+        x = np.zeros((rows, pooled.shape[1]), np.float32)
+        x[:n] = pooled
+        w = np.zeros((rows,), np.float32)
+        w[:n] = 1.0
+        self.query = self._observe(self.query, x, w)
+
+    def calibrate(self, texts: Sequence[str], batch: int = 64) -> None:
+        """Fold these observation texts into the query space (a fresh space's first fill)."""
+        for i in range(0, len(texts), batch):
+            self.fold_observations(self.encoder(list(texts[i:i + batch]))[1])
+
+    def read(self, texts: Sequence[str]):
+        """(h [n, d], pooled [n, d], q [n, d]) of observation texts."""
+        h, pooled = self.encoder(texts)
+        return h, pooled, np.asarray(self._project(self.query, pooled))
 
     # ---------------------------------------------------------------- rollout
     def rollout(self, env, tasks: Sequence[dict], *, seed: int = 0, greedy: bool = False,
@@ -204,6 +173,9 @@ class ActiveMem:
             raise ValueError(f"{len(uids)} uids for {e} tasks")
         temperature = c.temperature if temperature is None else temperature
         task_prompts = env.reset(tasks)
+        if c.use_tree and float(self.query.count) == 0:
+            sample = getattr(env, "sample_observations", None)
+            self.calibrate(sample() if sample is not None else task_prompts)
         snapshot = self.tree if c.tree_scope == "persistent" else self.empty_tree()
         overlays = _stack(snapshot, e)
         logs = _stack(hlmt.new_log(c.max_ops, self.model.config.hidden_size), e)
@@ -226,14 +198,17 @@ class ActiveMem:
             live = [i for i in live if i not in too_long]
             if not live:
                 break
-            h = np.zeros((e, self.model.config.hidden_size), np.float32)
-            h[live] = eng.encode_hidden([prompts[i].plain_ids for i in live])
+            d = self.model.config.hidden_size
+            h, pooled, q = (np.zeros((e, d), np.float32) for _ in range(3))
+            h[live], pooled[live], q[live] = self.read([self._observation(task_prompts[i], histories[i])
+                                                        for i in live])
             keys = jax.vmap(lambda u: jax.random.fold_in(jax.random.fold_in(base_key, u), turn))(
                 jnp.asarray(uids, jnp.uint32))
             live_mask = np.zeros((e,), bool)
             live_mask[live] = True
-            overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs,
-                                             jnp.asarray(h), keys, jnp.asarray(live_mask), scfg)
+            overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs, jnp.asarray(h),
+                                             jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
+                                             scfg)
             paths.append(out.path)
             out = jax.device_get(out)
             if responder is None:
@@ -254,7 +229,9 @@ class ActiveMem:
                     text=texts[i], observation=obs[i], h=h[i], p_bar=np.asarray(out.p_bar[i]),
                     tree_action=int(out.action[i]), tree_logp=float(out.logp[i]),
                     tree_mask=np.asarray(out.mask[i]), path=np.asarray(out.path[i]),
-                    reward=float(rewards[i])))
+                    reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i], pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
+                    writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
+                    writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i])))
                 histories[i].append((texts[i], obs[i]))
                 trajs[i].info = {**trajs[i].info, **infos[i]}
                 if dones[i]:
@@ -271,6 +248,13 @@ class ActiveMem:
                          else jnp.full((e, 0, max_depth), -1, jnp.int32))
         result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths)
         return self.commit(result) if commit else result
+
+    def _observation(self, task_prompt: str, history) -> str:
+        """What the controller reads this turn: the newest observation (the task prompt at
+        turn 0; with delimiter steps, the newest segment of the model's own answer)."""
+        if not history:
+            return task_prompt
+        return history[-1][0] if self.config.step_mode == "delimiter" else history[-1][1]
 
     def _prompt(self, task_prompt: str, history):
         if self.config.step_mode == "delimiter" and history:
@@ -296,7 +280,11 @@ class ActiveMem:
                                                     latent_positions=p.latent_pos)
                 else:
                     handles[i] = self.engine.submit(p.ids, params)
-        return {i: h.result() for i, h in handles.items()}
+        outputs = {i: h.result() for i, h in handles.items()}
+        failed = [o.error for o in outputs.values() if o.finish_reason == "error"]
+        if failed:  # never train or score on a turn the engine failed to produce
+            raise RuntimeError(f"the engine failed {len(failed)} of {len(outputs)} turn requests: {failed[0]}")
+        return outputs
 
     def _scripted(self, text: str) -> "_Scripted":
         """A scripted (expert) turn: its tokens and the EOS that ends it; log-probs 0."""
@@ -312,101 +300,42 @@ class ActiveMem:
             (len(s.prompt_ids) - pre, len(s.response_ids)) for s in t.steps)
 
     # ---------------------------------------------------------------- commit
-    def commit(self, result: RolloutResult, gather: Optional[Callable] = None) -> RolloutResult:
+    def commit(self, result: RolloutResult, gather: Optional[Callable] = None,
+               gather_rows: Optional[Callable] = None) -> RolloutResult:
         """Commit the logs to the persistent tree, credit the activated paths with the
-        episode returns and run the maintenance; steps' paths become persistent slots.
+        episode returns, run the maintenance and fold the observations into the query
+        space; steps' paths become persistent slots; `result.stats` gets the telemetry.
         gather(logs, overlay_paths, turns, returns) -> (the same for every process's
-        rollouts, offset of this process's first episode): multi-host training commits
-        every host's rollouts in the same order, so all hosts keep one identical tree."""
+        rollouts, offset of this process's first episode) and gather_rows(x) -> every
+        process's rows of x: multi-host training commits every host's rollouts in the same
+        order, so all hosts keep one identical tree and query space."""
         c = self.config
         if result.committed:
             raise ValueError("this rollout is already committed")
         if not c.use_tree:
-            return result.replace(committed=True)
+            return result.replace(committed=True, stats=telemetry(result.trajectories, {}, self.tree))
+        steps = [s for t in result.trajectories for s in t.steps]
+        if steps and c.query_fold:
+            pooled = np.stack([s.pooled for s in steps])
+            self.fold_observations(gather_rows(pooled) if gather_rows is not None else pooled)
         returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
         logs, paths, offset = result.logs, result.overlay_paths, 0
         if gather is not None:
             logs, paths, turns, returns, offset = gather(logs, paths, turns, returns)
         if paths.shape[1] == 0:
-            return result.replace(committed=True)
-        base = self.tree if c.tree_scope == "persistent" else self.empty_tree()
-        tree, resolved = self._finish(c, base, logs, paths, turns, returns)
+            return result.replace(committed=True, stats=telemetry(result.trajectories, {}, self.tree))
         if c.tree_scope == "persistent":
+            tree, resolved, counts = self._finish(c, self.tree, logs, paths, turns, returns)
             self.tree = tree
+        else:  # each episode on its own fresh tree
+            tree, resolved, counts = self._finish_episodes(c, self.empty_tree(), logs, paths, turns, returns)
         resolved = np.asarray(resolved)[offset:offset + len(result.trajectories)]
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):
                 s.path = resolved[i, j]
-        return result.replace(committed=True)
-
-    @staticmethod
-    def _finish_fn(c: PolicyConfig, tree, logs, overlay_paths, turns, returns):
-        tree, assigned = hlmt.commit(tree, logs, return_slots=True)
-        resolved = jax.vmap(hlmt.resolve_slots)(logs, assigned, overlay_paths)
-        e, n_turns, depth = resolved.shape
-        real = jnp.arange(n_turns)[None, :] < turns[:, None]
-        resolved = jnp.where(real[..., None], resolved, -1)
-
-        def credit(t, xs):
-            nodes, r = xs
-            length = jnp.sum(nodes >= 0).astype(jnp.int32)
-            return hlmt.record_activations(t, hlmt.Path(nodes, length, jnp.zeros((depth,))), r), None
-
-        flat = resolved.reshape(e * n_turns, depth)
-        tree, _ = jax.lax.scan(credit, tree, (flat, jnp.repeat(returns, n_turns)))
-        if c.maintenance:
-            tree = hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge)
-        else:  # w/o merge/delete: utilities still tracked, nothing pruned or merged
-            tree = hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0)
-        return tree, resolved
-
-
-def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optional[int] = None,
-            pad_to: int = 64, resp_len: Optional[int] = None) -> dict:
-    """One training row per turn: prompt + response ids, right-padded to a multiple of
-    `pad_to` (or max_len). action_mask marks the model's own tokens (the response);
-    old_logp holds the rollout's log-probs at those positions. The compact response view:
-    resp_pos [n, A] (token positions, -1 pad), resp_mask, resp_old_logp, with A = resp_len
-    or the next power of two of the longest response."""
-    steps = [(i, s) for i, t in enumerate(trajectories) for s in t.steps]
-    if not steps:
-        raise ValueError("no steps to collate")
-    longest = max(len(s.prompt_ids) + len(s.response_ids) for _, s in steps)
-    t_len = max_len or -(-longest // pad_to) * pad_to
-    if longest > t_len:
-        raise ValueError(f"a turn has {longest} tokens; max_len is {t_len}")
-    n, k = len(steps), num_latents
-    d = steps[0][1].h.shape[-1]
-    longest_resp = max(len(s.response_ids) for _, s in steps)
-    a = resp_len or 1 << max(longest_resp - 1, 0).bit_length()
-    if longest_resp > a:
-        raise ValueError(f"a response has {longest_resp} tokens; resp_len is {a}")
-    out = {"tokens": np.zeros((n, t_len), np.int32), "attention_mask": np.zeros((n, t_len), bool),
-           "action_mask": np.zeros((n, t_len), bool), "old_logp": np.zeros((n, t_len), np.float32),
-           "latent_pos": np.full((n, k), -1, np.int32), "h": np.zeros((n, d), np.float32),
-           "p_bar": np.zeros((n, d), np.float32), "tree_action": np.zeros((n,), np.int32),
-           "tree_logp": np.zeros((n,), np.float32), "tree_mask": np.zeros((n, 3), bool),
-           "path": np.stack([s.path for _, s in steps]).astype(np.int32),
-           "episode": np.asarray([i for i, _ in steps], np.int32),
-           "reward": np.asarray([trajectories[i].reward for i, _ in steps], np.float32),
-           "resp_pos": np.full((n, a), -1, np.int32), "resp_mask": np.zeros((n, a), bool),
-           "resp_old_logp": np.zeros((n, a), np.float32)}
-    for row, (_, s) in enumerate(steps):
-        p, r = len(s.prompt_ids), len(s.response_ids)
-        out["tokens"][row, :p + r] = s.prompt_ids + s.response_ids
-        out["attention_mask"][row, :p + r] = True
-        out["action_mask"][row, p:p + r] = True
-        out["old_logp"][row, p:p + r] = s.response_logprobs
-        out["resp_pos"][row, :r] = np.arange(p, p + r)
-        out["resp_mask"][row, :r] = True
-        out["resp_old_logp"][row, :r] = s.response_logprobs
-        out["latent_pos"][row, :len(s.latent_pos)] = s.latent_pos[:k]
-        out["h"][row], out["p_bar"][row] = s.h, s.p_bar
-        out["tree_action"][row], out["tree_logp"][row] = s.tree_action, s.tree_logp
-        out["tree_mask"][row] = s.tree_mask
-    return out
+        return result.replace(committed=True, stats=telemetry(result.trajectories, jax.device_get(counts), tree))
 
 
 __all__ = ["ActiveMem", "PolicyConfig", "RolloutResult", "Step", "Trajectory", "collate",
-           "repeat_tasks", "request_seed"]
+           "repeat_tasks", "request_seed"]  # PolicyConfig, Step, Trajectory, collate: re-exported

@@ -1,12 +1,23 @@
 """One controller step for a batch of episodes: traverse, controller, masked tree action,
 tree edit and op log. Pure and jitted (one compile per batch size).
 
-    overlays, logs, out = controller_step(graphdef, params, overlays, logs, h, keys, live, cfg)
+    overlays, logs, out = controller_step(graphdef, params, overlays, logs, h, q, keys, live,
+                                          turn, cfg)
 
 `overlays` / `logs` are batched (leading axis E): each episode reads its own copy of the
-frozen snapshot plus its pending nodes (SPEC 4.4). Masks (SPEC 4.2): update needs a
+frozen snapshot plus its pending nodes (SPEC 4.4). h [E, d] is the observation's
+last-token state (the controller's input), q [E, d] its unit query vector (traversal,
+and what inserts and updates start from, SPEC 4.2 R2). Masks (SPEC 4.2): update needs a
 non-empty path; insert needs a free slot, room in the op log, a node the tree accepts
 (depth, children) and no child of the leaf already closer than tau_merge to it.
+
+Tree actions come from the head (sampled, or argmax with greedy), or from the threshold
+rule (insert when the path is empty, else update the leaf) with `rule` (SFT targets) or
+when the head is off (`tree_actions=False`: the static hierarchy ablation, SPEC 4.5 R2).
+Rows the head did not choose get a noop-only mask, so no loss term trains the head there.
+
+For the loss's recomputation of p_bar (SPEC 4.5 R2), every path node also reports its
+embedding at retrieval time and, when this episode wrote it, which turn did and how.
 """
 
 from __future__ import annotations
@@ -25,8 +36,8 @@ from activemem_jax.memory import tree as hlmt
 @dataclasses.dataclass(frozen=True)
 class StepConfig:
     use_tree: bool = True       # False: w/o HLMT (no retrieval, p_bar = 0, no tree edits)
-    tree_actions: bool = True   # False: w/o tree action head (always noop)
-    tau_stop: float = 0.5
+    tree_actions: bool = True   # False: w/o tree action head (the threshold rule acts)
+    tau_stop: float = 0.6
     tau_merge: float = 0.9
     greedy: bool = False        # argmax tree actions (evaluation)
     rule: bool = False          # the threshold rule instead of the head (SFT targets):
@@ -35,14 +46,18 @@ class StepConfig:
 
 @flax.struct.dataclass
 class StepOutput:
-    latents: jax.Array    # [E, K, d]
-    p_bar: jax.Array      # [E, d]
-    action: jax.Array     # [E] int32 (noop / insert / update)
-    logp: jax.Array       # [E] log pi_tree(action) under the mask
-    mask: jax.Array       # [E, 3] bool, allowed actions
-    path: jax.Array       # [E, max_depth] int32 overlay slots (-1 pad)
-    path_len: jax.Array   # [E] int32
-    slot: jax.Array       # [E] int32 overlay slot inserted / updated (-1 none)
+    latents: jax.Array      # [E, K, d]
+    p_bar: jax.Array        # [E, d]
+    action: jax.Array       # [E] int32 (noop / insert / update)
+    logp: jax.Array         # [E] log pi_tree(action) under the mask
+    mask: jax.Array         # [E, 3] bool, actions the head chose among (noop only: no choice)
+    path: jax.Array         # [E, max_depth] int32 overlay slots (-1 pad)
+    path_len: jax.Array     # [E] int32
+    slot: jax.Array         # [E] int32 overlay slot inserted / updated (-1 none)
+    path_emb: jax.Array     # [E, max_depth, d] the path nodes' embeddings when retrieved
+    writer_turn: jax.Array  # [E, max_depth] int32 turn of this episode that last wrote the node (-1)
+    writer_op: jax.Array    # [E, max_depth] int32 OP_INSERT / OP_UPDATE of that write (0 none)
+    writer_prev: jax.Array  # [E, max_depth, d] the node before that update (zeros for inserts)
 
 
 def _leaf(path: hlmt.Path):
@@ -56,32 +71,43 @@ def _allowed(overlay, log, path, insert_vec, cfg: StepConfig):
     _, best, has = hlmt.best_child(overlay, leaf, insert_vec)
     insert_ok = room & (slot >= 0) & ~(has & (best > cfg.tau_merge))
     update_ok = room & (path.length > 0)
-    on = cfg.use_tree and cfg.tree_actions
-    return jnp.stack([jnp.bool_(True), insert_ok & on, update_ok & on])
+    return jnp.stack([jnp.bool_(True), insert_ok & cfg.use_tree, update_ok & cfg.use_tree])
 
 
-def _apply(overlay, log, action, leaf, insert_vec, update_vec, gate):
-    overlay, log, slot = hlmt.log_insert(overlay, log, jnp.where(action == INSERT, leaf, -1), insert_vec)
-    overlay, log = hlmt.log_update(overlay, log, jnp.where(action == UPDATE, leaf, -1), update_vec, gate)
+def _apply(overlay, log, action, leaf, insert_vec, update_vec, gate, turn):
+    overlay, log, slot = hlmt.log_insert(overlay, log, jnp.where(action == INSERT, leaf, -1), insert_vec, turn)
+    overlay, log = hlmt.log_update(overlay, log, jnp.where(action == UPDATE, leaf, -1), update_vec, gate, turn)
     return overlay, log, jnp.where(action == UPDATE, leaf, slot)
 
 
-def controller_step(graphdef, params, overlays, logs, h, keys, live, cfg: StepConfig):
-    """h [E, d]; keys [E] PRNG keys; live [E] bool (finished episodes change nothing)."""
+def _writers(overlay, log, nodes):
+    entry = hlmt.last_writer(log, nodes)
+    safe = jnp.maximum(entry, 0)
+    has = entry >= 0
+    emb = jnp.where((nodes >= 0)[:, None], overlay.emb[jnp.maximum(nodes, 0)], 0.0)
+    return (emb, jnp.where(has, log.turn[safe], -1), jnp.where(has, log.op[safe], 0),
+            jnp.where(has[:, None], log.prev[safe], 0.0))
+
+
+def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cfg: StepConfig):
+    """h, q [E, d]; keys [E] PRNG keys; live [E] bool (finished episodes change nothing);
+    turn: the rollout turn (recorded with each write)."""
     controller = nnx.merge(graphdef, params)
     e, d = h.shape
     max_depth = overlays.max_depth
     if cfg.use_tree:
-        path = jax.vmap(lambda t, q: hlmt.traverse(t, q, cfg.tau_stop))(overlays, h)
+        path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop))(overlays, q)
         p_bar = jax.vmap(hlmt.path_mean)(overlays, path)
     else:
         path = hlmt.Path(nodes=jnp.full((e, max_depth), -1, jnp.int32),
                          length=jnp.zeros((e,), jnp.int32), sims=jnp.zeros((e, max_depth)))
         p_bar = jnp.zeros((e, d), jnp.float32)
-    out = controller(h, p_bar)
+    path_emb, w_turn, w_op, w_prev = jax.vmap(_writers)(overlays, logs, path.nodes)
+    out = controller(h, p_bar, q)
     mask = jax.vmap(lambda t, lg, p, v: _allowed(t, lg, p, v, cfg))(overlays, logs, path, out.insert_vec)
     logp_all = masked_log_probs(out.tree_logits, mask)
-    if cfg.rule:
+    head = cfg.use_tree and cfg.tree_actions and not cfg.rule
+    if not head:
         want = jnp.where(path.length > 0, UPDATE, INSERT)
         action = jnp.where(jnp.take_along_axis(mask, want[:, None], axis=-1)[:, 0], want, 0)
     elif cfg.greedy:
@@ -91,12 +117,17 @@ def controller_step(graphdef, params, overlays, logs, h, keys, live, cfg: StepCo
     action = jnp.where(live, action, 0).astype(jnp.int32)
     logp = jnp.take_along_axis(logp_all, action[:, None], axis=-1)[:, 0]
     leaf = jax.vmap(_leaf)(path)
+    turns = jnp.full((e,), turn, jnp.int32)
     overlays, logs, slot = jax.vmap(_apply)(overlays, logs, action, leaf, out.insert_vec,
-                                            out.update_vec, out.gate)
+                                            out.update_vec, out.gate, turns)
+    # SFT's rule rows keep their mask (the head imitates the rule there); the static
+    # ablation's rows get noop-only masks (nothing trains a head that does not act)
+    shown = mask if (head or cfg.rule) else mask & (jnp.arange(3) == 0)
     return overlays, logs, StepOutput(
         latents=out.latents, p_bar=p_bar, action=action, logp=jnp.where(live, logp, 0.0),
-        mask=mask & live[:, None], path=path.nodes, path_len=path.length,
-        slot=jnp.where(action > 0, slot, -1))
+        mask=shown & live[:, None], path=path.nodes, path_len=path.length,
+        slot=jnp.where(action > 0, slot, -1), path_emb=path_emb, writer_turn=w_turn,
+        writer_op=w_op, writer_prev=w_prev)
 
 
 __all__ = ["StepConfig", "StepOutput", "controller_step"]

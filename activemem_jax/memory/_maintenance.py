@@ -25,17 +25,22 @@ _BIG = jnp.iinfo(jnp.int32).max
 
 
 def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
-                tau_merge: float = 0.9, merge_batch: int = 1024) -> Tree:
-    """Run the episode-end maintenance; returns the new tree."""
+                tau_merge: float = 0.9, merge_batch: int = 1024, return_counts: bool = False):
+    """Run the episode-end maintenance; returns the new tree (and, with return_counts,
+    the number of nodes pruned and merged away)."""
     tree = _update_utility(tree, beta)
+    before = jnp.sum(tree.valid)
     tree = _prune(tree, prune_fraction)
+    pruned = before - jnp.sum(tree.valid)
     tree = _merge_siblings(tree, tau_merge, merge_batch)
-    return tree.replace(
+    merged = before - pruned - jnp.sum(tree.valid)
+    tree = tree.replace(
         children=children_from_parents(tree.parent, tree.valid, tree.max_children),
         depth=depths_from_parents(tree.parent, tree.valid, tree.max_depth),
         episode_return_sum=jnp.zeros_like(tree.episode_return_sum),
         episode_hits=jnp.zeros_like(tree.episode_hits),
     )
+    return (tree, pruned.astype(jnp.int32), merged.astype(jnp.int32)) if return_counts else tree
 
 
 def _update_utility(tree: Tree, beta) -> Tree:

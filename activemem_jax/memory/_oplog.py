@@ -28,13 +28,16 @@ class OpLog:
     alpha: jax.Array   # [L, d] float32: update gate (zeros for inserts)
     slot: jax.Array    # [L] int32: overlay slot the entry inserted / updated
     length: jax.Array  # [] int32: entries used
+    turn: jax.Array = None  # [L] int32: the rollout turn that wrote the entry (-1 unknown)
+    prev: jax.Array = None  # [L, d] float32: an updated node's embedding before the update
 
 
 def new_log(max_ops: int, dim: int) -> OpLog:
     return OpLog(op=jnp.zeros((max_ops,), jnp.int32), target=jnp.zeros((max_ops,), jnp.int32),
                  vec=jnp.zeros((max_ops, dim), jnp.float32),
                  alpha=jnp.zeros((max_ops, dim), jnp.float32),
-                 slot=jnp.full((max_ops,), -1, jnp.int32), length=jnp.int32(0))
+                 slot=jnp.full((max_ops,), -1, jnp.int32), length=jnp.int32(0),
+                 turn=jnp.full((max_ops,), -1, jnp.int32), prev=jnp.zeros((max_ops, dim), jnp.float32))
 
 
 def _encode(log: OpLog, overlay_slot):
@@ -43,7 +46,7 @@ def _encode(log: OpLog, overlay_slot):
     return jnp.where(jnp.any(mine), -(jnp.argmax(mine) + 1), overlay_slot).astype(jnp.int32)
 
 
-def _append(log: OpLog, do, op, target, vec, alpha, slot) -> OpLog:
+def _append(log: OpLog, do, op, target, vec, alpha, slot, turn, prev) -> OpLog:
     i = jnp.minimum(log.length, log.op.shape[0] - 1)
 
     def put(arr, value):
@@ -51,10 +54,11 @@ def _append(log: OpLog, do, op, target, vec, alpha, slot) -> OpLog:
 
     return log.replace(op=put(log.op, op), target=put(log.target, target),
                        vec=put(log.vec, vec), alpha=put(log.alpha, alpha),
-                       slot=put(log.slot, slot), length=log.length + do.astype(jnp.int32))
+                       slot=put(log.slot, slot), length=log.length + do.astype(jnp.int32),
+                       turn=put(log.turn, turn), prev=put(log.prev, prev))
 
 
-def log_insert(overlay: Tree, log: OpLog, parent, emb):
+def log_insert(overlay: Tree, log: OpLog, parent, emb, turn=-1):
     """Insert into the overlay and log it. Returns (overlay, log, overlay slot or -1);
     refused when the overlay refuses or the log is full."""
     room = log.length < log.op.shape[0]
@@ -62,20 +66,32 @@ def log_insert(overlay: Tree, log: OpLog, parent, emb):
     overlay, slot = insert_node(overlay, jnp.where(room, parent, -1), emb)  # -1: refused
     do = slot >= 0
     log = _append(log, do, OP_INSERT, _encode(log, parent),
-                  jnp.asarray(emb, jnp.float32), jnp.zeros_like(log.vec[0]), slot)
+                  jnp.asarray(emb, jnp.float32), jnp.zeros_like(log.vec[0]), slot,
+                  jnp.asarray(turn, jnp.int32), jnp.zeros_like(log.vec[0]))
     return overlay, log, slot
 
 
-def log_update(overlay: Tree, log: OpLog, idx, target, alpha):
+def log_update(overlay: Tree, log: OpLog, idx, target, alpha, turn=-1):
     """Update an overlay node and log it (skipped for invalid nodes or a full log)."""
     idx = jnp.asarray(idx, jnp.int32)
     i = jnp.clip(idx, 0, overlay.capacity - 1)
     do = (log.length < log.op.shape[0]) & (idx > 0) & (idx < overlay.capacity) & overlay.valid[i]
+    prev = overlay.emb[i]
     overlay = update_node(overlay, jnp.where(do, idx, -1), target, alpha)
     alpha_vec = jnp.broadcast_to(jnp.asarray(alpha, jnp.float32), log.vec.shape[1:])
     log = _append(log, do, OP_UPDATE, _encode(log, idx), jnp.asarray(target, jnp.float32),
-                  alpha_vec, idx)
+                  alpha_vec, idx, jnp.asarray(turn, jnp.int32), prev)
     return overlay, log
+
+
+def last_writer(log: OpLog, nodes):
+    """For overlay slots `nodes` [D] (-1 pad): the index of the log's latest entry that
+    inserted or updated each one, or -1 (a node of the frozen snapshot no entry touched)."""
+    entries = jnp.arange(log.op.shape[0])
+    live = (entries < log.length) & (log.op != OP_NONE)
+    hit = live[None, :] & (log.slot[None, :] == nodes[:, None]) & (nodes[:, None] >= 0)
+    latest = jnp.max(jnp.where(hit, entries[None, :], -1), axis=-1)
+    return latest.astype(jnp.int32)
 
 
 def commit(tree: Tree, logs: OpLog, return_slots: bool = False):

@@ -126,7 +126,7 @@ class Checkpoints:
 
 
 def restore_policy(directory: str, policy, step: Optional[int] = None) -> int:
-    """Load a training run's controller params and persistent tree into an ActiveMem
+    """Load a training run's controller params, persistent tree and query space into an ActiveMem
     policy of the same config (LoRA, when the run had it, is merged into the engine)."""
     from activemem_jax.activemem.lora import merge_lora
 
@@ -138,11 +138,11 @@ def restore_policy(directory: str, policy, step: Optional[int] = None) -> int:
         meta = ckpt.manager.item_metadata(step)
         lora_shape = meta["params"]["lora"] if "lora" in meta["params"] else {}
         lora = jax.tree.map(lambda m: np.zeros(m.shape, m.dtype), dict(lora_shape)) if lora_shape else {}
-        out = ckpt.restore({"controller": policy.params, "lora": lora}, tree=policy.tree, step=step)
+        out = ckpt.restore({"controller": policy.params, "lora": lora}, tree=policy.memory_state, step=step)
     finally:
         ckpt.close()
     policy.params = out["params"]["controller"]
-    policy.tree = jax.tree.map(jax.numpy.asarray, out["tree"])
+    policy.memory_state = out["tree"]
     if out["params"]["lora"]:
         alpha = float(out["meta"].get("lora_alpha", 16.0))
         policy.engine.set_weights(merge_lora(policy.model.state, out["params"]["lora"], alpha))

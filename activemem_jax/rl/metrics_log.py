@@ -10,7 +10,9 @@ import os
 import sys
 
 log = logging.getLogger(__name__)
-SHOWN = ("reward_mean", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree_size", "time_step")
+SHOWN = ("reward_mean", "em", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree_path_share", "tree_path_len",
+         "tree_inserts", "tree_updates", "tree_pruned", "tree_merged", "tree_size", "tree_depth", "grad_shared",
+         "grad_latent", "grad_tree", "grad_insert", "grad_gate", "grad_update", "time_step")
 
 
 class MetricsLog:
@@ -51,7 +53,10 @@ class MetricsLog:
     @contextlib.contextmanager
     def progress(self, total: int, start: int = 0):
         def line(m):
-            return "  ".join(f"{k} {m[k]:.4g}" for k in SHOWN if k in m)
+            text = "  ".join(f"{k} {m[k]:.4g}" for k in SHOWN if k in m)
+            if m.get("tree_turns") and not m.get("tree_path_share") and m.get("use_tree", True):
+                text += "  [no turn retrieved a path: the memory is not read]"
+            return (f"{m['algo']}  " if "algo" in m else "") + text
 
         if not self.enabled:
             yield lambda m: None

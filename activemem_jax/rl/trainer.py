@@ -14,6 +14,7 @@ seeds depend on (seed, step) only, so a resumed run repeats an uninterrupted one
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -33,7 +34,12 @@ from activemem_jax.rl.update import LossConfig, TrainStep, make_optimizer
 log = logging.getLogger(__name__)
 
 
-def _bucket(n: int, lo: int = 64) -> int:
+# metrics a tree-only update (unscored rows, no backbone pass) reports meaningfully
+TREE_METRICS = ("tree_loss", "tree_acc", "grad_norm", "skipped", "grad_shared", "grad_tree", "grad_insert",
+                "grad_gate", "grad_update")
+
+
+def _bucket(n: int, lo: int = 32) -> int:
     """Row length: a power of two up to 512, then a multiple of 256 (few compiles, little padding)."""
     b = lo
     while b < n and b < 512:
@@ -56,6 +62,15 @@ def build_tasks(cfg, model):
             tasks += synthetic_world.make_tasks(world, d.split, n, d.n_tasks, seed=d.seed)
         return tasks, (lambda: MultiObjectiveQAEnv(retriever, max_turns=d.max_turns, topk=d.retrieval_topk,
                                                    format_reward=d.format_reward)), retriever
+    if d.name == "recall":
+        from activemem_jax.envs.recall import RecallEnv, make_recall_tasks
+
+        n_q = d.get("n_questions", 0) or d.n_facts
+        if d.max_turns < d.n_facts + n_q:
+            raise ValueError(f"data.n_facts={d.n_facts} and data.n_questions={n_q} need data.max_turns >= "
+                             f"{d.n_facts + n_q} (a turn per fact and per question); it is {d.max_turns}")
+        tasks = make_recall_tasks(d.split, d.n_tasks, d.n_facts, seed=d.seed, n_questions=n_q)
+        return tasks, (lambda: RecallEnv(d.split, max_turns=d.max_turns)), None
     if d.name == "first_token":
         from activemem_jax.envs import FirstTokenEnv
 
@@ -69,7 +84,7 @@ def build_tasks(cfg, model):
         else:  # reward: the first token's id is in the lowest `fraction` of the vocabulary
             predicate = lambda t: t < vocab * d.fraction  # noqa: E731
         return tasks, (lambda: FirstTokenEnv(model.tokenizer, predicate)), None
-    raise ValueError(f"data.name={d.name!r}: synthetic or first_token")
+    raise ValueError(f"data.name={d.name!r}: synthetic, recall or first_token")
 
 
 class Trainer:
@@ -133,7 +148,9 @@ class Trainer:
                                    agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
                                    lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
                                    micro_batch_rows=t.micro_batch_rows)
-        self.update = TrainStep(model.graphdef, self.policy.graphdef, self.loss_cfg, self.optimizer)
+        self._updates: dict = {}
+        self.update = self._update_fn(t.algo, False)
+        self.sft_steps = int(t.get("sft_steps", 0)) if t.algo == "grpo" else 0  # SFT warm start, then GRPO
         self.step = 0
         self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,
                                 async_save=cfg.checkpoint.async_save)
@@ -171,14 +188,14 @@ class Trainer:
                 "lora_alpha": float(self.cfg.lora.alpha), "algo": self.cfg.train.algo}
 
     def save(self):
-        tree = jax.tree.map(np.asarray, self.policy.tree)  # host arrays: the same on every host
-        self.ckpt.save(self.step, self.params, self.opt_state, tree, self._meta())
+        memory = jax.tree.map(np.asarray, self.policy.memory_state)  # host arrays: the same on every host
+        self.ckpt.save(self.step, self.params, self.opt_state, memory, self._meta())
 
     def _restore(self):
-        out = self.ckpt.restore(self.params, self.opt_state, jax.tree.map(np.asarray, self.policy.tree))
+        out = self.ckpt.restore(self.params, self.opt_state, jax.tree.map(np.asarray, self.policy.memory_state))
         self.params = self._replicate(out["params"])
         self.opt_state = self._replicate(out["opt_state"])
-        self.policy.tree = jax.tree.map(jnp.asarray, out["tree"])
+        self.policy.memory_state = out["tree"]
         self.step = int(out["meta"]["step"])
         self.data.set_state(_from_jsonable(out["meta"]["data"]))
         log.info("resumed from %s at step %d", self.ckpt.directory, self.step)
@@ -199,26 +216,40 @@ class Trainer:
         budget (max_tokens) and rows to a bucket of the longest prompt plus that budget, as
         veRL pads to its max response length, so the shapes depend on the prompts only, not
         on how long the sampled answers were; for SFT (expert answers, no budget), to the
-        longest row."""
+        longest row. Paths pad to max_depth (one shape whatever the tree retrieved)."""
         t = self.cfg.train
         k = self.policy.config.num_latents
         steps = [s for tr in result.trajectories for s in tr.steps]
-        budget = self.policy.config.max_tokens if t.algo == "grpo" else 0
+        budget = self.policy.config.max_tokens if self.algo == "grpo" else 0
         longest, resp, n_rows = self._agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget)
                                                 for s in steps),
                                             max(max(len(s.response_ids) for s in steps), budget), len(steps))
         batch = collate(result.trajectories, k, max_len=_bucket(longest),
-                        resp_len=1 << max(resp - 1, 0).bit_length())
+                        resp_len=1 << max(resp - 1, 0).bit_length(), path_len=self.policy.config.max_depth)
         r = batch["tokens"].shape[0]
         batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
         batch["row_valid"] = np.ones((r,), bool)
         if extra:
             batch.update(extra)
+        # rows of unscored turns (the env scores no response there) go last, in chunks of
+        # their own that train the tree head only, with no backbone pass
+        scored = batch.pop("scored")
+        n_scored, n_other = self._agree(int(scored.sum()), int((~scored).sum()))
         mb = t.mini_batch_rows // self.nproc
-        total = -(-n_rows // mb) * mb
-        padded = {key: np.concatenate([v, np.zeros((total - r,) + v.shape[1:], v.dtype)]) for key, v in batch.items()}
-        padded["latent_pos"][r:] = -1
-        padded["resp_pos"][r:] = -1
+
+        def group(rows, total):
+            part = {key: v[rows] for key, v in batch.items()}
+            pad = -(-total // mb) * mb - len(rows)
+            part = {key: np.concatenate([v, np.zeros((pad,) + v.shape[1:], v.dtype)]) for key, v in part.items()}
+            part["latent_pos"][len(rows):] = -1
+            part["resp_pos"][len(rows):] = -1
+            return part
+
+        first = group(np.flatnonzero(scored), n_scored)
+        rest = group(np.flatnonzero(~scored), n_other)
+        rest["resp_mask"][:] = False
+        padded = {key: np.concatenate([first[key], rest[key]]) for key in batch}
+        padded["tree_only"] = np.arange(len(padded["tokens"])) >= len(first["tokens"])
         return padded
 
     def _shard(self, batch: dict) -> dict:
@@ -237,10 +268,20 @@ class Trainer:
         skip = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp")
         return {k: put(v) for k, v in batch.items() if k not in skip}
 
-    def _chunks(self, batch: dict) -> list[dict]:
+    def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
+        """(chunk, tree_only) per mini-batch."""
         mb = self.cfg.train.mini_batch_rows // self.nproc
         rows = batch["tokens"].shape[0]
-        return [self._shard({k: v[i:i + mb] for k, v in batch.items()}) for i in range(0, rows, mb)]
+        return [(self._shard({k: v[i:i + mb] for k, v in batch.items() if k != "tree_only"}),
+                 bool(batch["tree_only"][i])) for i in range(0, rows, mb)]
+
+    def _update_fn(self, algo: str, tree_only: bool) -> TrainStep:
+        """The jitted update for (algo, tree_only), built on first use."""
+        key = (algo, tree_only)
+        if key not in self._updates:
+            cfg = dataclasses.replace(self.loss_cfg, algo=algo, tree_only=tree_only)
+            self._updates[key] = TrainStep(self.model.graphdef, self.policy.graphdef, cfg, self.optimizer)
+        return self._updates[key]
 
     def _gather(self, logs, paths, turns, returns):
         """Every host's op logs / paths / returns, host by host (multi-host commit)."""
@@ -252,15 +293,25 @@ class Trainer:
         return (jax.tree.map(gather, logs), gather(paths), gather(turns), gather(returns),
                 jax.process_index() * len(returns))
 
+    @property
+    def algo(self) -> str:
+        """This step's algorithm: SFT for the first train.sft_steps steps, then train.algo."""
+        return "sft" if self.step < self.sft_steps else self.cfg.train.algo
+
     def rollout(self):
         t = self.cfg.train
         tasks = next(self.data)
-        group = repeat_tasks(tasks, t.group_size)
+        if self.algo == "sft":  # expert turns are deterministic: G batches of distinct prompts, not G copies
+            for _ in range(t.group_size - 1):
+                tasks = list(tasks) + list(next(self.data))
+            group = list(tasks)
+        else:
+            group = repeat_tasks(tasks, t.group_size)
         base = (self.step * self.nproc + jax.process_index()) * len(group)
         uids = [base + i for i in range(len(group))]
         env = self.make_env()
         self.engine.clear_prefix_cache()
-        if t.algo == "sft":
+        if self.algo == "sft":
             return self._expert_rollout(env, group, uids), group
         result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.nproc == 1,
                                      temperature=self.policy.config.temperature)
@@ -271,6 +322,10 @@ class Trainer:
     def _expert_rollout(self, env, group, uids):
         from activemem_jax.data.oracle import expert_actions
 
+        if hasattr(env, "expert"):  # the environment knows its right responses (recall)
+            result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
+                                         commit=self.nproc == 1, responder=env.expert)
+            return self.policy.commit(result, gather=self._gather) if self.nproc > 1 else result
         if self.search is None:
             raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
         k = self.cfg.data.retrieval_topk
@@ -282,6 +337,7 @@ class Trainer:
 
     def train_step(self) -> dict:
         t = self.cfg.train
+        algo = self.algo
         t0 = time.perf_counter()
         result, group = self.rollout()
         t1 = time.perf_counter()
@@ -295,11 +351,10 @@ class Trainer:
         episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
         paths = np.stack([s.path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
         extra = {}
-        if t.algo == "grpo":
-            adv = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps, t.normalize_std))
+        if algo == "grpo":  # A_{i,t} for the token (and latent) loss and the tree term alike (SPEC 4.5 R2)
             tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths,
                                                                self.policy.config.capacity, t.lambda_h, t.adv_eps))
-            adv_rows = adv[episode]
+            adv_rows = tree_adv
         else:
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
             extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
@@ -307,8 +362,10 @@ class Trainer:
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
         chunks = self._chunks(batch)
-        if t.algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
-            for c in chunks:
+        if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
+            for c, tree_only in chunks:
+                if tree_only:
+                    continue
                 if t.ppo_epochs > 1 or len(chunks) > 1:  # else the loss detaches the current ones
                     c["old_logp"] = self.update.logprobs(self.params, state, c)
                 if t.beta:
@@ -316,21 +373,25 @@ class Trainer:
             jax.block_until_ready(chunks)
         t2 = time.perf_counter()
         sums: dict = {}
+        counts: dict = {}
         n_updates = 0
         for epoch in range(t.ppo_epochs):
             order = np.random.default_rng([self.cfg.seed, self.step, epoch]).permutation(len(chunks))
             for j in order:
-                self.params, self.opt_state, m = self.update(self.params, self.opt_state, state, chunks[j])
-                for key, v in m.items():
+                chunk, tree_only = chunks[j]
+                update = self._update_fn(algo, tree_only)
+                self.params, self.opt_state, m = update(self.params, self.opt_state, state, chunk)
+                for key, v in m.items():  # token-side metrics average over the updates that have tokens
+                    if tree_only and key not in TREE_METRICS:
+                        continue
                     sums[key] = sums.get(key, 0.0) + float(v)
+                    counts[key] = counts.get(key, 0) + 1
                 n_updates += 1
         self._sync_policy()
         t3 = time.perf_counter()
         self.step += 1
-        tree = self.policy.tree
-        valid = np.asarray(tree.valid)
         generated = int(batch["resp_mask"].sum())
-        metrics = {key: v / max(n_updates, 1) for key, v in sums.items()}
+        metrics = {key: v / max(counts[key], 1) for key, v in sums.items()}
         all_rewards = rewards
         if self.nproc > 1:
             from jax.experimental import multihost_utils
@@ -340,8 +401,9 @@ class Trainer:
             step=self.step, reward_mean=float(all_rewards.mean()), reward_std=float(all_rewards.std()),
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
-            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)),
-            tree_size=int(valid.sum()) - 1, tree_depth=int(np.asarray(tree.depth)[valid].max()),
+            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)), algo=algo,
+            use_tree=self.policy.config.use_tree,
+            **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             tokens_per_s=(generated + int(batch["attention_mask"].sum())) / max(t3 - t0, 1e-9),
             generated_tokens=generated, time_rollout=t1 - t0, time_reference=t2 - t1,
             time_update=t3 - t2, time_step=t3 - t0)

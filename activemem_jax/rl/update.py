@@ -25,6 +25,7 @@ from flax import nnx
 from activemem_jax.activemem.controller import masked_log_probs
 from activemem_jax.activemem.inject import policy_logprobs
 from activemem_jax.activemem.lora import merge_lora
+from activemem_jax.activemem.recompute import recompute_p_bar
 from activemem_jax.rl import grpo
 
 
@@ -39,6 +40,8 @@ class LossConfig:
     lora_alpha: float = 16.0
     chunk: int = 128                   # sequence chunk of the log-prob computation
     micro_batch_rows: int = 0          # > 0: accumulate gradients over micro-batches of these rows
+    tree_only: bool = False            # rows whose responses are not scored: the tree term only
+                                       # (no backbone forward)
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -62,7 +65,12 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
     state = merge_lora(backbone_state, params["lora"], cfg.lora_alpha) if params["lora"] else backbone_state
     model = nnx.merge(model_gd, state)
     ctrl = nnx.merge(ctrl_gd, params["controller"])
-    out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy)
+    batch = {**batch, "p_bar": recompute_p_bar(ctrl, batch)}  # gradient through the episode's own writes
+    if cfg.tree_only:
+        zeros = jnp.zeros(batch["resp_pos"].shape, jnp.float32)
+        out = (zeros, zeros) if entropy else zeros
+    else:
+        out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy)
     logits = ctrl.tree(ctrl.shared(batch["h"], batch["p_bar"]))
     tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
     chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
@@ -107,9 +115,28 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
             jnp.maximum(jnp.sum(chooses), 1.0)
     else:
         raise ValueError(f"algo={cfg.algo!r}: grpo or sft")
+    if cfg.tree_only:
+        token_loss = jnp.float32(0.0)
     loss = token_loss + cfg.tree_coef * tree_term
     metrics.update(token_loss=token_loss, tree_loss=tree_term, loss=loss)
     return weights[0] * token_loss + cfg.tree_coef * weights[1] * tree_term, metrics
+
+
+HEADS = {"shared": ("mlp_in", "mlp_out"), "latent": ("latent",), "tree": ("tree",), "insert": ("insert",),
+         "gate": ("gate",), "update": ("update",)}
+
+
+def head_grad_norms(grads) -> dict:
+    """grad_<head> norms of the controller's parts (shared MLP, latent, tree, insert, gate,
+    update) and of LoRA: which heads the loss reaches."""
+    ctrl = grads["controller"]
+    out = {}
+    for head, names in HEADS.items():
+        parts = [ctrl[n] for n in names if n in ctrl and ctrl[n] is not None]
+        out[f"grad_{head}"] = optax.tree.norm(parts) if parts else jnp.float32(0.0)
+    if grads["lora"]:
+        out["grad_lora"] = optax.tree.norm(grads["lora"])
+    return out
 
 
 class TrainStep:
@@ -163,7 +190,7 @@ class TrainStep:
             return optax.apply_updates(p, updates), s
 
         params, opt_state = jax.lax.cond(finite, apply, lambda a: a, (params, opt_state))
-        metrics.update(grad_norm=grad_norm, skipped=(~finite).astype(jnp.float32))
+        metrics.update(grad_norm=grad_norm, skipped=(~finite).astype(jnp.float32), **head_grad_norms(grads))
         return params, opt_state, metrics
 
     def __call__(self, params, opt_state, backbone_state, batch):

@@ -15,10 +15,10 @@ D = 8
 
 
 def make_controller(k=2, insert_vec=None, tree_bias=(0.0, 0.0, 0.0)):
-    ctrl = Controller(D, num_latents=k, hidden=16, rngs=nnx.Rngs(0))
-    if insert_vec is not None:  # W_ins u = insert_vec for every input
+    ctrl = Controller(D, num_latents=k, hidden=16, rngs=nnx.Rngs(0), max_residual=1e9)
+    if insert_vec is not None:  # W_ins u = 1e4 insert_vec for every input: the node ~ insert_vec
         ctrl.insert.kernel[...] = jnp.zeros_like(ctrl.insert.kernel[...])
-        ctrl.insert.bias[...] = jnp.asarray(insert_vec, jnp.float32)
+        ctrl.insert.bias[...] = 1e4 * jnp.asarray(insert_vec, jnp.float32)
     ctrl.tree.bias[...] = jnp.asarray(tree_bias, jnp.float32)
     return nnx.split(ctrl)
 
@@ -28,26 +28,32 @@ def batch(tree, e, max_ops=4):
     return stack(tree), stack(hlmt.new_log(max_ops, D))
 
 
-def run(gd, params, tree, h, cfg=StepConfig(), seeds=None, max_ops=4, live=None):
+def run(gd, params, tree, h, cfg=StepConfig(), seeds=None, max_ops=4, live=None, turn=0):
+    """The step with q = h / |h| (the query is the state itself in these tests)."""
     e = h.shape[0]
     overlays, logs = batch(tree, e, max_ops)
     seeds = range(e) if seeds is None else seeds
     keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
     live = jnp.ones((e,), bool) if live is None else live
-    return controller_step(gd, params, overlays, logs, jnp.asarray(h, jnp.float32), keys, live, cfg)
+    return controller_step(gd, params, overlays, logs, jnp.asarray(h, jnp.float32), jnp.asarray(unit(h)),
+                           keys, live, jnp.int32(turn), cfg)
 
 
 def unit(v):
     v = np.asarray(v, np.float32)
-    return v / np.linalg.norm(v)
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
 def test_shapes_and_initial_policy_is_uniform():
     gd, params = make_controller(k=4)
-    out = nnx.merge(gd, params)(jnp.ones((3, D)), jnp.zeros((3, D)))
+    q = jnp.asarray(unit(np.random.default_rng(0).normal(size=(3, D))))
+    out = nnx.merge(gd, params)(jnp.ones((3, D)), jnp.zeros((3, D)), q)
     assert out.latents.shape == (3, 4, D) and out.tree_logits.shape == (3, 3)
     np.testing.assert_array_equal(out.tree_logits, 0.0)  # zero-initialised tree head
-    assert np.all((out.gate > 0) & (out.gate < 1))
+    # zero-initialised write heads (SPEC 4.2 R2): a new node and an update target start as q
+    np.testing.assert_array_equal(out.insert_vec, q)
+    np.testing.assert_array_equal(out.update_vec, q)
+    np.testing.assert_array_equal(out.gate, 0.5)
 
 
 def test_update_never_sampled_on_empty_path():
@@ -93,7 +99,7 @@ def test_edits_match_the_plain_tree_operations():
     gd, params = make_controller(insert_vec=vec, tree_bias=(-50.0, 50.0, -50.0))
     overlays, logs, out = run(gd, params, tree, np.tile(e1, (2, 1)))
     assert list(np.asarray(out.action)) == [INSERT, INSERT]
-    ref, slot = hlmt.insert_node(tree, 1, vec)
+    ref, slot = hlmt.insert_node(tree, 1, e1 + 1e4 * vec)  # q + W_ins u
     np.testing.assert_array_equal(np.asarray(out.slot), [int(slot)] * 2)
     for i in range(2):
         np.testing.assert_allclose(overlays.emb[i], ref.emb, atol=1e-6)
@@ -103,7 +109,7 @@ def test_edits_match_the_plain_tree_operations():
     gd, params = make_controller(tree_bias=(-50.0, -50.0, 50.0))
     overlays, logs, out = run(gd, params, tree, np.tile(e1, (1, 1)))
     assert int(out.action[0]) == UPDATE
-    c = nnx.merge(gd, params)(jnp.asarray(e1[None]), jnp.asarray(out.p_bar))
+    c = nnx.merge(gd, params)(jnp.asarray(e1[None]), jnp.asarray(out.p_bar), jnp.asarray(e1[None]))
     ref = hlmt.update_node(tree, 1, c.update_vec[0], c.gate[0])
     np.testing.assert_allclose(overlays.emb[0], ref.emb, atol=1e-5)
     np.testing.assert_allclose(out.p_bar[0], e1, atol=1e-6)  # mean of the path [e1]
@@ -115,7 +121,8 @@ def test_log_probs_are_those_of_the_masked_policy():
     tree, _ = hlmt.insert_node(hlmt.init_tree(16, D, 4, 4), 0, e1)
     h = np.random.default_rng(2).normal(size=(16, D))
     _, _, out = run(gd, params, tree, h)
-    logits = np.asarray(nnx.merge(gd, params)(jnp.asarray(h, jnp.float32), out.p_bar).tree_logits)
+    logits = np.asarray(nnx.merge(gd, params)(jnp.asarray(h, jnp.float32), out.p_bar,
+                                              jnp.asarray(unit(h))).tree_logits)
     for i in range(16):
         allowed = np.asarray(out.mask[i])
         z = np.where(allowed, logits[i], -np.inf)
@@ -128,9 +135,15 @@ def test_ablations_and_dead_episodes():
     tree, _ = hlmt.insert_node(hlmt.init_tree(16, D, 4, 4), 0, e1)
     gd, params = make_controller(tree_bias=(-50.0, 50.0, 50.0))
     h = np.tile(e1, (4, 1))
+    # w/o tree action head: the threshold rule acts (the path reaches e1: update), and no
+    # row offers the head a choice, so no loss term trains it
     overlays, logs, out = run(gd, params, tree, h, StepConfig(tree_actions=False))
-    assert np.all(np.asarray(out.action) == NOOP) and np.all(np.asarray(logs.length) == 0)
+    assert np.all(np.asarray(out.action) == UPDATE) and np.all(np.asarray(logs.length) == 1)
     assert np.all(np.asarray(out.path_len) == 1)  # retrieval still on
+    np.testing.assert_array_equal(out.mask, [[True, False, False]] * 4)
+    far = np.tile(unit([0, 0, 0, 1, 0, 0, 0, 0]), (4, 1))  # nothing near: the rule inserts
+    _, logs, out = run(gd, params, tree, far, StepConfig(tree_actions=False))
+    assert np.all(np.asarray(out.action) == INSERT) and np.all(np.asarray(out.path_len) == 0)
     _, logs, out = run(gd, params, tree, h, StepConfig(use_tree=False))
     assert np.all(np.asarray(out.action) == NOOP) and np.all(np.asarray(out.path_len) == 0)
     np.testing.assert_array_equal(out.p_bar, 0.0)
@@ -156,3 +169,25 @@ def test_controller_rejects_bad_settings():
         Controller(D, num_latents=3, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="activation"):
         Controller(D, num_latents=2, activation="tanh", rngs=nnx.Rngs(0))
+
+
+def test_path_nodes_report_their_writer():
+    """A node this episode wrote reports the turn and kind of its last write and, for an
+    update, the node before it; a snapshot node reports none."""
+    e1 = unit([1, 0, 0, 0, 0, 0, 0, 0])
+    tree, _ = hlmt.insert_node(hlmt.init_tree(16, D, 4, 4), 0, e1)  # a snapshot node
+    gd, params = make_controller(tree_bias=(-50.0, 50.0, -50.0))  # insert when allowed
+    overlays, logs = batch(tree, 1)
+    keys = jnp.stack([jax.random.PRNGKey(0)])
+    live = jnp.ones((1,), bool)
+    far = unit([0, 0, 0, 1, 0, 0, 0, 0])[None]
+    step = lambda o, lg, x, t: controller_step(gd, params, o, lg, jnp.asarray(x), jnp.asarray(x), keys,  # noqa: E731
+                                               live, jnp.int32(t), StepConfig())
+    overlays, logs, out = step(overlays, logs, far, 3)  # turn 3 inserts `far` under the root
+    assert int(out.action[0]) == INSERT and int(out.path_len[0]) == 0
+    overlays, logs, out = step(overlays, logs, far, 4)  # turn 4 retrieves it
+    assert int(out.path_len[0]) == 1
+    assert int(out.writer_turn[0, 0]) == 3 and int(out.writer_op[0, 0]) == hlmt.OP_INSERT
+    np.testing.assert_allclose(out.path_emb[0, 0], far[0], atol=1e-6)
+    overlays, logs, out = step(overlays, logs, e1[None], 5)  # the snapshot node: no writer
+    assert int(out.path_len[0]) == 1 and int(out.writer_turn[0, 0]) == -1 and int(out.writer_op[0, 0]) == 0

@@ -59,7 +59,8 @@ def test_steps_record_what_the_trainer_needs(first, tasks, embedded_model):
             assert all(lp <= 0 for lp in s.response_logprobs)
             assert s.h.shape == (embedded_model.config.hidden_size,) and np.abs(s.h).max() > 0
             assert s.tree_mask[0] and s.tree_mask[s.tree_action]
-            assert not s.tree_mask[2] or (s.path >= 0).any()  # update only with a path
+            assert s.tree_mask[2] == (s.path_len > 0)  # update offered exactly when a path exists
+            assert s.q.shape == s.h.shape and abs(float(np.linalg.norm(s.q)) - 1.0) < 1e-4
         assert traj.reward == traj.steps[-1].reward
 
 
@@ -120,10 +121,14 @@ def test_ablations(embedded_model, engine, env, tasks):
     assert s.latent_pos == [] and s.tree_action == 0 and not s.p_bar.any()
     assert s.prompt_ids == plain.layout.render(env.initial_prompt(tasks[0])).plain_ids
     assert int(plain.tree.valid.sum()) == 1
+    # w/o tree action head: a static hierarchy built by the threshold rule (SPEC 4.5 R2),
+    # not an empty tree: insert when the path is empty, else update; the head never chooses
     static = ActiveMem(embedded_model, engine, PolicyConfig(num_latents=2, tree_actions=False, **SMALL))
     res = static.rollout(env, tasks, seed=1)
-    assert all(s.tree_action == 0 for t in res.trajectories for s in t.steps)
-    assert int(static.tree.valid.sum()) == 1
+    steps = [s for t in res.trajectories for s in t.steps]
+    assert all(s.tree_action == (2 if s.path_len else 1) for s in steps)
+    assert all(s.tree_mask.tolist() == [True, False, False] for s in steps)
+    assert int(static.tree.valid.sum()) > 1
     scoped = ActiveMem(embedded_model, engine, PolicyConfig(num_latents=2, tree_scope="episode", **SMALL))
     res = scoped.rollout(env, tasks, seed=3)
     assert any(s.tree_action == 1 for t in res.trajectories for s in t.steps)

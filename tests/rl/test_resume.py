@@ -41,7 +41,7 @@ def final_params(out_dir, tiny_model):
     policy = ActiveMem(tiny_model, None, PolicyConfig.from_dict(cfg.policy.to_dict()))
     ckpt = Checkpoints(os.path.join(out_dir, "checkpoints"), async_save=False)
     try:
-        out = ckpt.restore({"controller": policy.params, "lora": {}}, tree=policy.tree)
+        out = ckpt.restore({"controller": policy.params, "lora": {}}, tree=policy.memory_state)
     finally:
         ckpt.close()
     return out["step"], jax.tree.map(np.asarray, out["params"]), jax.tree.map(np.asarray, out["tree"])
@@ -79,7 +79,7 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_mo
     policy = ActiveMem(tiny_model, None, PolicyConfig.from_dict(train_config.get_config().policy.to_dict()))
     assert restore_policy(os.path.join(straight, "checkpoints"), policy) == 6
     jax.tree.map(np.testing.assert_array_equal, params_a["controller"], jax.tree.map(np.asarray, policy.params))
-    jax.tree.map(np.testing.assert_array_equal, tree_a, jax.tree.map(np.asarray, policy.tree))
+    jax.tree.map(np.testing.assert_array_equal, tree_a, jax.tree.map(np.asarray, policy.memory_state))
     with open(os.path.join(broken, "metrics.jsonl")) as f:
         assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == [1, 2, 3, 4, 5, 6]
 

@@ -20,7 +20,6 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
     cfg = activemem_sft_synthetic.get_config()
     cfg.out_dir = str(tmp_path)
     cfg.data.update(n_objectives=(1,), n_tasks=4, max_turns=6)
-    cfg.policy.update(tau_stop=0.0)  # every node is "similar enough": later turns update
     cfg.train.update(steps=1, prompts_per_step=2, mini_batch_rows=4, micro_batch_rows=1)
     cfg.optim.update(lr_controller=1e-3, warmup_steps=1)
     cfg.log.tensorboard = False
@@ -33,8 +32,9 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
             for t, step in enumerate(traj.steps):
                 assert step.response_ids[-1] == tok.eos_token_id and set(step.response_logprobs) == {0.0}
                 assert tok.decode(step.response_ids[:-1]) == step.text
-                want = INSERT if t == 0 else UPDATE  # empty tree first; then the inserted node is the path
+                want = UPDATE if step.path_len else INSERT  # the threshold rule
                 assert step.tree_action == want or (step.tree_action == NOOP and not step.tree_mask[want])
+                assert t > 0 or want == INSERT  # the first turn sees an empty tree
         extra = {"tree_target": np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
                                            np.int32)}
         n = len(extra["tree_target"])
@@ -52,15 +52,25 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
 
 
 def test_readme_training_demo_in_ci_size(tmp_path):
+    """README command 1 at CI size: 3 SFT steps through the tree and 1 GRPO step on the
+    recall task. It fails when the tree is not used (no path, no insert), when a write
+    head gets no gradient, or when the SFT loss does not fall; the held-out table prints."""
     out = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     cmd = [sys.executable, "-m", "launch.train", "--config", "configs/activemem_tiny_cpu.py",
-           f"--config.out_dir={out}", "--config.train.steps=1", "--config.policy.max_tokens=16",
-           "--config.data.max_turns=2", "--config.eval.n_tasks=1", "--config.eval.max_turns_cap=2",
-           "--config.checkpoint.every=1"]
+           f"--config.out_dir={out}", "--config.train.steps=4", "--config.train.sft_steps=3",
+           "--config.eval.n_tasks=2", "--config.checkpoint.every=2"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| before | 2 |" in proc.stdout and "| after | 2 |" in proc.stdout
+    assert "| after (eval seed 0) |" in proc.stdout and "held-out recall accuracy" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 1 and set(summary["eval"]) == {"before", "after"}
-    assert (out / "checkpoints" / "1").is_dir() and (out / "metrics.jsonl").exists()
+    assert summary["steps"] == 4 and {"before", "after", "spread", "learned"} <= set(summary["eval"])
+    assert (out / "checkpoints" / "4").is_dir()
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["algo"] for m in steps] == ["sft", "sft", "sft", "grpo"]
+    for m in steps[:3]:
+        assert m["tree_path_share"] >= 0.3 and m["tree_inserts"] > 0 and m["tree_size"] > 1, m
+        assert min(m[f"grad_{h}"] for h in ("shared", "latent", "tree", "insert", "gate", "update")) > 0, m
+    assert steps[2]["token_loss"] < steps[0]["token_loss"], [m["token_loss"] for m in steps]
+    after = summary["eval"]["rows"]["after (eval seed 0)"]
+    assert after["path_share"] >= 0.3 and after["inserts"] > 0

@@ -1,0 +1,106 @@
+"""Rollout turns -> padded training rows (one row per agent turn).
+
+    batch = collate(result.trajectories, num_latents=4)
+
+Besides tokens and masks, each row carries what the loss needs to recompute p_bar_t under
+the current controller (SPEC 4.5 R2): the path nodes' embeddings when retrieved
+(`path_emb`, constants), and for every node the same episode wrote earlier, the writing
+turn's inputs (`writer_h`, `writer_p_bar`, `writer_q`), the kind of write and, for an
+update, the node before it (`writer_prev`). The path axis is cut to the longest path in
+the batch, rounded up to a power of two (`path_len` pads further).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from activemem_jax.activemem.policy_config import Trajectory
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length() if n > 0 else 0
+
+
+def path_rows(trajectories: Sequence[Trajectory], depth: Optional[int] = None) -> dict:
+    """The recomputation inputs of every turn: [n, D] / [n, D, d] arrays, D = depth or
+    the longest path's power of two (0 when no turn retrieved anything)."""
+    steps = [(t, s) for t in trajectories for s in t.steps]
+    d = steps[0][1].h.shape[-1]
+    longest = max((s.path_len for _, s in steps), default=0)
+    dd = _pow2(longest) if depth is None else depth
+    if longest > dd:
+        raise ValueError(f"a path has {longest} nodes; path_len is {dd}")
+    n = len(steps)
+    out = {"path_mask": np.zeros((n, dd), bool), "path_emb": np.zeros((n, dd, d), np.float32),
+           "writer_op": np.zeros((n, dd), np.int32), "writer_h": np.zeros((n, dd, d), np.float32),
+           "writer_p_bar": np.zeros((n, dd, d), np.float32), "writer_q": np.zeros((n, dd, d), np.float32),
+           "writer_prev": np.zeros((n, dd, d), np.float32)}
+    for row, (t, s) in enumerate(steps):
+        k = min(s.path_len, dd)
+        if not k or s.path_emb is None:
+            continue
+        out["path_mask"][row, :k] = True
+        out["path_emb"][row, :k] = s.path_emb[:k]
+        for j in range(k):
+            w = int(s.writer_turn[j])
+            if w < 0:
+                continue
+            src = t.steps[w]
+            out["writer_op"][row, j] = int(s.writer_op[j])
+            out["writer_h"][row, j], out["writer_p_bar"][row, j] = src.h, src.p_bar
+            out["writer_q"][row, j], out["writer_prev"][row, j] = src.q, s.writer_prev[j]
+    return out
+
+
+def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optional[int] = None,
+            pad_to: int = 64, resp_len: Optional[int] = None, path_len: Optional[int] = None) -> dict:
+    """One training row per turn: prompt + response ids, right-padded to a multiple of
+    `pad_to` (or max_len). action_mask marks the model's own tokens (the response);
+    old_logp holds the rollout's log-probs at those positions. The compact response view:
+    resp_pos [n, A] (token positions, -1 pad), resp_mask, resp_old_logp, with A = resp_len
+    or the next power of two of the longest response. Plus `path_rows`."""
+    steps = [(i, s) for i, t in enumerate(trajectories) for s in t.steps]
+    if not steps:
+        raise ValueError("no steps to collate")
+    longest = max(len(s.prompt_ids) + len(s.response_ids) for _, s in steps)
+    t_len = max_len or -(-longest // pad_to) * pad_to
+    if longest > t_len:
+        raise ValueError(f"a turn has {longest} tokens; max_len is {t_len}")
+    n, k = len(steps), num_latents
+    d = steps[0][1].h.shape[-1]
+    longest_resp = max(len(s.response_ids) for _, s in steps)
+    a = resp_len or 1 << max(longest_resp - 1, 0).bit_length()
+    if longest_resp > a:
+        raise ValueError(f"a response has {longest_resp} tokens; resp_len is {a}")
+    out = {"tokens": np.zeros((n, t_len), np.int32), "attention_mask": np.zeros((n, t_len), bool),
+           "action_mask": np.zeros((n, t_len), bool), "old_logp": np.zeros((n, t_len), np.float32),
+           "latent_pos": np.full((n, k), -1, np.int32), "h": np.zeros((n, d), np.float32),
+           "p_bar": np.zeros((n, d), np.float32), "tree_action": np.zeros((n,), np.int32),
+           "tree_logp": np.zeros((n,), np.float32), "tree_mask": np.zeros((n, 3), bool),
+           "path": np.stack([s.path for _, s in steps]).astype(np.int32),
+           "episode": np.asarray([i for i, _ in steps], np.int32),
+           "reward": np.asarray([trajectories[i].reward for i, _ in steps], np.float32),
+           "resp_pos": np.full((n, a), -1, np.int32), "resp_mask": np.zeros((n, a), bool),
+           "resp_old_logp": np.zeros((n, a), np.float32),
+           "scored": np.asarray([s.scored for _, s in steps], bool)}
+    for row, (_, s) in enumerate(steps):
+        p, r = len(s.prompt_ids), len(s.response_ids)
+        out["tokens"][row, :p + r] = s.prompt_ids + s.response_ids
+        out["attention_mask"][row, :p + r] = True
+        out["action_mask"][row, p:p + r] = True
+        out["old_logp"][row, p:p + r] = s.response_logprobs
+        out["resp_pos"][row, :r] = np.arange(p, p + r)
+        out["resp_mask"][row, :r] = True
+        out["resp_old_logp"][row, :r] = s.response_logprobs
+        out["latent_pos"][row, :len(s.latent_pos)] = s.latent_pos[:k]
+        out["h"][row], out["p_bar"][row] = s.h, s.p_bar
+        out["tree_action"][row], out["tree_logp"][row] = s.tree_action, s.tree_logp
+        out["tree_mask"][row] = s.tree_mask
+    if steps[0][1].q is not None:
+        out.update(path_rows(trajectories, path_len))
+    return out
+
+
+__all__ = ["collate", "path_rows"]

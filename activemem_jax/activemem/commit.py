@@ -1,0 +1,88 @@
+"""Episode end (SPEC 4.4): commit the rollouts' op logs to the persistent tree, credit the
+activated paths with the episode returns, run the maintenance; and the tree telemetry
+every training step line and evaluation row reports.
+
+    tree, resolved, counts = finish(cfg, tree, logs, overlay_paths, turns, returns)   # jitted
+    stats = telemetry(trajectories, counts, tree)
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from activemem_jax.memory import tree as hlmt
+
+
+def finish(c, tree, logs, overlay_paths, turns, returns):
+    """c: PolicyConfig (static). Returns (tree, resolved [E, turns, D] persistent slots,
+    counts {inserts, updates, pruned, merged})."""
+    tree, assigned = hlmt.commit(tree, logs, return_slots=True)
+    resolved = jax.vmap(hlmt.resolve_slots)(logs, assigned, overlay_paths)
+    e, n_turns, depth = resolved.shape
+    real = jnp.arange(n_turns)[None, :] < turns[:, None]
+    resolved = jnp.where(real[..., None], resolved, -1)
+
+    def credit(t, xs):
+        nodes, r = xs
+        length = jnp.sum(nodes >= 0).astype(jnp.int32)
+        return hlmt.record_activations(t, hlmt.Path(nodes, length, jnp.zeros((depth,))), r), None
+
+    flat = resolved.reshape(e * n_turns, depth)
+    tree, _ = jax.lax.scan(credit, tree, (flat, jnp.repeat(returns, n_turns)))
+    if c.maintenance:
+        tree, pruned, merged = hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge,
+                                                return_counts=True)
+    else:  # w/o merge/delete: utilities still tracked, nothing pruned or merged
+        tree, pruned, merged = hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0, return_counts=True)
+    entries = jnp.arange(logs.op.shape[-1])[None, :] < logs.length[:, None]
+    updates = jnp.sum(entries & (logs.op == hlmt.OP_UPDATE))
+    counts = {"inserts": jnp.sum(assigned >= 0), "updates": updates, "pruned": pruned, "merged": merged}
+    return tree, resolved, counts
+
+
+def finish_episodes(c, empty, logs, overlay_paths, turns, returns):
+    """tree_scope='episode': each episode's log committed to its own fresh tree and
+    maintained there (vmapped). Returns (trees [E, ...], resolved, summed counts)."""
+    def one(log, path, turn, ret):
+        tree, resolved, counts = finish(c, empty, jax.tree.map(lambda x: x[None], log), path[None],
+                                        turn[None], ret[None])
+        return tree, resolved[0], counts
+
+    trees, resolved, counts = jax.vmap(one)(logs, overlay_paths, turns, returns)
+    return trees, resolved, {k: jnp.sum(v) for k, v in counts.items()}
+
+
+def telemetry(trajectories: Sequence, counts: dict, tree) -> dict:
+    """Tree telemetry of one rollout batch: share of turns with a non-empty path, mean
+    path length, tree actions taken, inserts / updates committed, nodes pruned / merged,
+    tree size and depth (for a batch of episode trees: the mean size, the max depth)."""
+    lengths = [s.path_len for t in trajectories for s in t.steps]
+    actions = [s.tree_action for t in trajectories for s in t.steps]
+    valid = np.asarray(tree.valid)
+    depth = np.asarray(tree.depth)
+    size = float(np.mean(valid.reshape(-1, valid.shape[-1]).sum(-1) - 1))
+    out = {"turns": len(lengths),
+           "path_share": float(np.mean([n > 0 for n in lengths])) if lengths else 0.0,
+           "path_len": float(np.mean(lengths)) if lengths else 0.0,
+           "act_insert": int(sum(a == 1 for a in actions)), "act_update": int(sum(a == 2 for a in actions)),
+           "tree_size": size, "tree_depth": int(depth[valid].max()) if valid.any() else 0}
+    out.update({k: int(v) for k, v in (counts or {}).items()})
+    return out
+
+
+def format_telemetry(t: dict) -> str:
+    """One line; says so loudly when no turn retrieved a path."""
+    line = (f"paths {t['path_share']:.2f} of {t['turns']} turns (mean len {t['path_len']:.2f}), "
+            f"+{t.get('inserts', 0)} inserted, {t.get('updates', 0)} updated, "
+            f"-{t.get('pruned', 0)} pruned, -{t.get('merged', 0)} merged; tree {t['tree_size']:.1f} nodes, "
+            f"depth {t['tree_depth']}")
+    if t["turns"] and t["path_share"] == 0.0:
+        line += "  [NO TURN RETRIEVED A PATH: the memory is not read]"
+    return line
+
+
+__all__ = ["finish", "finish_episodes", "format_telemetry", "telemetry"]

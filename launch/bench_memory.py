@@ -1,0 +1,112 @@
+"""Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
+
+    python -m launch.bench_memory [--sft-steps 30 --grpo-steps 6 --eval-tasks 32]
+
+For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
+the static threshold rule) one CPU training run on the embedded model from the same
+seed (SFT warm start through the tree, then GRPO; configs/activemem_tiny_cpu.py), then
+held-out accuracy on the recall task (envs/recall.py: facts shown one per turn, asked
+later, no text channel across turns, 8 codes: chance 0.125), plus the untrained
+controller. Prints a table with the tree telemetry and a learning curve per variant,
+and writes bench_results/memory.json. A benchmark, not a test: it takes tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+
+VARIANTS = {
+    "activemem": {},
+    "w/o HLMT": {"policy.use_tree": False},
+    "w/o latent injection": {"policy.num_latents": 0},
+    "w/o tree action head": {"policy.tree_actions": False},
+}
+
+
+def _config(overrides: dict, args, out_dir: str):
+    from configs import activemem_tiny_cpu
+
+    cfg = activemem_tiny_cpu.get_config()
+    cfg.out_dir = out_dir
+    cfg.log.tensorboard = False
+    cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
+    cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps)
+    cfg.data.update(n_facts=args.n_facts, n_questions=args.n_facts + 2, max_turns=2 * args.n_facts + 2)
+    for key, value in overrides.items():
+        section, name = key.split(".")
+        cfg[section][name] = value
+    return cfg
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sft-steps", type=int, default=30)
+    p.add_argument("--grpo-steps", type=int, default=6)
+    p.add_argument("--n-facts", type=int, default=4)
+    p.add_argument("--eval-tasks", type=int, default=32)
+    p.add_argument("--curve-every", type=int, default=10, help="evaluate on 8 tasks every N steps")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--out", default="bench_results/memory.json")
+    args = p.parse_args()
+
+    import jax
+
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.engine import Engine
+    from activemem_jax.envs.recall import make_recall_tasks
+    from activemem_jax.models import load_pretrained
+    from activemem_jax.rl.trainer import Trainer
+
+    t_start = time.perf_counter()
+    model = load_pretrained("embedded", dtype="float32")
+    test = make_recall_tasks("test", args.eval_tasks, args.n_facts, seed=1, n_questions=args.n_facts + 2)
+    curve_tasks = test[:8]
+    rows, curves, times = {}, {}, {}
+    with Engine(model, max_slots=16, max_len=256) as engine:
+        base = _config({}, args, "")
+        untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=base.seed)
+        rows["untrained controller"] = ev.evaluate_recall(untrained, test)
+        for name in args.variants.split(","):
+            out = tempfile.mkdtemp(prefix="bench_memory_")
+            cfg = _config(VARIANTS[name], args, out)
+            t0 = time.perf_counter()
+            trainer = Trainer(cfg, model=model, engine=engine)
+            curve = []
+            try:
+                while trainer.step < cfg.train.steps:
+                    m = trainer.train_step()
+                    if trainer.step % args.curve_every == 0 or trainer.step == cfg.train.steps:
+                        acc = ev.evaluate_recall(trainer.policy, curve_tasks, seed=1)["accuracy"]
+                        curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc,
+                                      "token_loss": m.get("token_loss"), "path_share": m.get("tree_path_share")})
+                        print(f"{name} step {trainer.step} ({m['algo']}): held-out accuracy {acc:.3f}", flush=True)
+                rows[name] = ev.evaluate_recall(trainer.policy, test)
+            finally:
+                trainer.close()
+                shutil.rmtree(out, ignore_errors=True)
+            curves[name], times[name] = curve, time.perf_counter() - t0
+            jax.clear_caches()
+    print(ev.format_recall_table(rows))
+    full, no_tree = rows.get("activemem"), rows.get("w/o HLMT")
+    summary = {"rows": rows, "curves": curves, "train_time_s": times, "total_time_s": time.perf_counter() - t_start,
+               "args": vars(args)}
+    if full and no_tree:
+        summary["full_minus_no_hlmt"] = full["accuracy"] - no_tree["accuracy"]
+        summary["no_hlmt_minus_chance"] = no_tree["accuracy"] - no_tree["chance"]
+        print(f"full ActiveMem {full['accuracy']:.3f} (target >= 0.8); full - w/o HLMT "
+              f"{summary['full_minus_no_hlmt']:+.3f} (target >= 0.3); w/o HLMT - chance "
+              f"{summary['no_hlmt_minus_chance']:+.3f} (target within 0.1)")
+    print(f"total {summary['total_time_s']:.0f} s")
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(summary, f, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main()
