@@ -265,15 +265,15 @@ class Trainer:
             spec = rows if x.shape[0] % size == 0 else NamedSharding(self.mesh, PartitionSpec())
             return jax.device_put(x, spec)
 
-        skip = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp")
+        skip = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only")
         return {k: put(v) for k, v in batch.items() if k not in skip}
 
     def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
         """(chunk, tree_only) per mini-batch."""
         mb = self.cfg.train.mini_batch_rows // self.nproc
         rows = batch["tokens"].shape[0]
-        return [(self._shard({k: v[i:i + mb] for k, v in batch.items() if k != "tree_only"}),
-                 bool(batch["tree_only"][i])) for i in range(0, rows, mb)]
+        return [(self._shard({k: v[i:i + mb] for k, v in batch.items()}), bool(batch["tree_only"][i]))
+                for i in range(0, rows, mb)]
 
     def _update_fn(self, algo: str, tree_only: bool) -> TrainStep:
         """The jitted update for (algo, tree_only), built on first use."""

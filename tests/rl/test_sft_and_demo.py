@@ -39,7 +39,7 @@ def test_sft_imitates_expert_tokens_and_the_tree_rule(tmp_path, embedded_model, 
                                            np.int32)}
         n = len(extra["tree_target"])
         batch = trainer._rows(result, np.zeros(n, np.float32), np.zeros(n, np.float32), extra)
-        chunk = trainer._chunks(batch)[0]  # the first 4 rows (the first turns: insert targets)
+        chunk, _ = trainer._chunks(batch)[0]  # the first 4 rows (the first turns: insert targets)
         losses = []
         for _ in range(3):
             trainer.params, trainer.opt_state, m = trainer.update(trainer.params, trainer.opt_state,

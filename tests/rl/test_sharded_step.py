@@ -44,7 +44,7 @@ def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tin
             params = jax.device_put(params0, rep)
             opt = jax.device_put(opt0, rep)
             b = {k: jax.device_put(v, rows) for k, v in batch.items()
-                 if k not in ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp")}
+                 if k not in ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only")}
             b["old_logp"] = jax.device_put(np.asarray(batch["resp_old_logp"]) - 0.05, rows)
             p, _, m = step(params, opt, model.state, b)
             return jax.tree.map(np.asarray, p), {k: float(v) for k, v in m.items()}
@@ -74,7 +74,8 @@ def test_micro_batches_accumulate_to_the_full_batch(tmp_path, tiny_model, tiny_e
     trainer, batch = trainer_and_rows(tmp_path, tiny_model, tiny_engine)
     try:
         batch["resp_mask"][::3] = False  # rows without tokens weigh differently per mode
-        (chunk,) = trainer._chunks(batch)
+        ((chunk, tree_only),) = trainer._chunks(batch)
+        assert not tree_only
         chunk["old_logp"] = jax.numpy.asarray(batch["resp_old_logp"]) - 0.05
         out = {}
         for micro in (0, 4):
