@@ -127,19 +127,19 @@ def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "t
     from activemem_jax.envs.recall import RecallEnv
 
     env = RecallEnv(split)
-    trajs, counts, tree = [], {}, None
+    trajs, counts, sizes, depth = [], {}, [], 0
     for i in range(0, len(tasks), batch):
         part = list(tasks[i:i + batch])
         result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
                                 uids=range(i, i + len(part)))
         trajs += result.trajectories
-        for k, v in (result.stats or {}).items():
-            if k in ("inserts", "updates", "pruned", "merged"):
-                counts[k] = counts.get(k, 0) + v
-        tree = policy.tree if policy.config.tree_scope == "persistent" else None
-    stats = telemetry(trajs, counts, tree if tree is not None else policy.tree)
-    if policy.config.tree_scope == "episode":  # each episode's own tree: its committed inserts
-        stats["tree_size"] = counts.get("inserts", 0) / max(len(trajs), 1)
+        stats = result.stats or {}
+        for k in ("inserts", "updates", "pruned", "merged"):
+            counts[k] = counts.get(k, 0) + stats.get(k, 0)
+        sizes.append(stats.get("tree_size", 0.0))  # per episode tree (episode scope) or the tree
+        depth = max(depth, stats.get("tree_depth", 0))
+    stats = {**telemetry(trajs, counts, policy.tree), "tree_size": sizes[-1] if policy.config.tree_scope ==
+             "persistent" else sum(sizes) / max(len(sizes), 1), "tree_depth": depth}
     rewards = [t.reward for t in trajs]
     return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs), **stats}
 

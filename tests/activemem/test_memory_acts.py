@@ -63,7 +63,7 @@ def test_recall_tasks_and_env():
         obs, r, done, info = env.step(acts)
         rewards.append(r)
     assert done == [True, True] and info[0]["reward"] == 1.0 and info[1]["reward"] == 0.0
-    assert [x[0] for x in rewards] == [0, 0, 0, 1, 1, 1, 1, 1] and not info[0]["scored"] is False
+    assert [x[0] for x in rewards] == [0, 0, 0, 1, 1, 1, 1, 1] and info[0]["scored"] is True
     assert env.chance == 1 / len(CODES) and first_word(" Red, surely") == "red"
     with pytest.raises(ValueError, match="data.max_turns"):
         RecallEnv("train", max_turns=7).reset(tasks[:1])
