@@ -1,0 +1,452 @@
+"""Ahead-of-time compilation of a run's jitted steps for a TPU slice, on a machine without
+one: abstract sharded inputs at a config's shapes, the run's own jitted functions, and
+what the compiler says about each (per-device memory, FLOPs, bytes, time estimate).
+
+    devices = topologies.slice_devices("v5p-8")
+    plan = RunPlan.from_config(cfg, "v5p-8", devices)     # mesh, abstract backbone, shapes
+    for name, jitted, args, kwargs, work in plan.functions():
+        report = compile_report(name, jitted, args, kwargs, work, plan)
+
+The functions are the ones a run calls, not copies: `rl.update.TrainStep` (its jitted
+update and log-prob pass), `activemem.step.controller_step` under the jit `ActiveMem`
+builds, and the engine's `core.compiled(graphdef)` prefill and decode steps. Inputs are
+`jax.ShapeDtypeStruct`s carrying the shardings the run gives them: backbone weights by
+the config's logical-axis rules, controller / optimizer state replicated (`Hosts.
+replicate`), training rows over the data and fsdp axes (`Hosts.shard`), the engine's
+state as the engine places it (`engine_steps`).
+
+XLA's cost analysis counts a loop body once (a `lax.scan` over micro-batches, or over
+layers with scan_layers): an update with micro-batches is therefore reported per
+micro-batch (its tokens and FLOPs are one micro-batch's). Where the compiler gives no time
+estimate (it returns a negative one for some programs), the estimate is the roofline of
+its own counts, max(FLOPs / peak, bytes / HBM bandwidth), marked "~".
+
+Model FLOPs (for MFU) count the useful work only: 2 x matmul parameters x tokens, the
+causal attention's QK and PV products, the vocabulary projection where it is computed;
+an update (frozen backbone: activation gradients, no weight gradients) is 2 forwards;
+rematerialization and padding are not counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+import time
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from activemem_jax import sharding as shd
+from activemem_jax import topologies
+
+GIB = 1024 ** 3
+
+# Architecture descriptions (the config.json fields the decoder reads) of the paper's
+# backbones, for configs whose model.path is not on this machine. Shapes only: no weights.
+ARCHITECTURES: dict[str, dict] = {
+    "Qwen2.5-1.5B-Instruct": dict(
+        model_type="qwen2", vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+        num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False, sliding_window=32768,
+        bos_token_id=151643, eos_token_id=151645),
+    "Qwen3-8B": dict(
+        model_type="qwen3", vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False, attention_bias=False,
+        use_sliding_window=False, sliding_window=None, bos_token_id=151643, eos_token_id=151645),
+    "SmolLM3-3B": dict(
+        model_type="smollm3", vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+        num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=65536, rms_norm_eps=1e-6,
+        rope_theta=5000000.0, tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128012),
+}
+ARCHITECTURES["Qwen2.5-1.5B"] = ARCHITECTURES["Qwen2.5-1.5B-Instruct"]
+
+# ModelConfig's runtime switches a config's `model` section may carry (those the loader takes)
+RUNTIME_KEYS = ("dtype", "activation_dtype", "remat", "quant", "scan_layers", "remat_policy")
+
+
+def hf_fields(path: str) -> tuple[dict, str]:
+    """(config.json fields, source) of a model path: a directory's config.json, or the
+    known architecture its last path component names."""
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, "config.json")):
+        with open(os.path.join(path, "config.json")) as f:
+            return json.load(f), os.path.join(path, "config.json")
+    name = os.path.basename(os.path.normpath(path))
+    if name in ARCHITECTURES:
+        return dict(ARCHITECTURES[name]), f"aot.ARCHITECTURES[{name!r}]"
+    raise FileNotFoundError(f"model.path={path!r}: no config.json there and {name!r} is not a known "
+                            f"architecture ({', '.join(ARCHITECTURES)}); pass a directory with config.json")
+
+
+def runtime_options(model_section, with_scan: Optional[bool] = None) -> dict:
+    """The config's model switches that both `load_pretrained` and `ModelConfig` accept
+    (scan_layers / remat_policy pass only once the loader takes them). with_scan
+    overrides scan_layers (when supported)."""
+    from activemem_jax.models import ModelConfig, load_pretrained
+
+    params = inspect.signature(load_pretrained).parameters
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    out = {k: model_section[k] for k in RUNTIME_KEYS if k in model_section and k in params and k in fields}
+    if with_scan is not None and "scan_layers" in params and "scan_layers" in fields:
+        out["scan_layers"] = bool(with_scan)
+    return out
+
+
+def scan_supported() -> bool:
+    from activemem_jax.models import ModelConfig, load_pretrained
+
+    return ("scan_layers" in inspect.signature(load_pretrained).parameters
+            and "scan_layers" in {f.name for f in dataclasses.fields(ModelConfig)})
+
+
+def model_config(path: str, runtime: dict):
+    """The ModelConfig `load_pretrained(path, **runtime)` would build, without reading
+    weights: from a directory's config.json, a GGUF file's metadata ("embedded" too), or
+    a known architecture named by the path."""
+    from activemem_jax.models import ModelConfig, embedded_gguf_path
+    from activemem_jax.models.checkpoint_files import GGUFReader
+
+    path = embedded_gguf_path() if path == "embedded" else os.fspath(path)
+    if path.endswith(".gguf") and os.path.exists(path):
+        reader = GGUFReader(path)
+        return ModelConfig.from_gguf_fields(reader.fields, has_output_weight="lm_head.weight" in reader.names(),
+                                            source=path, **runtime)
+    fields, source = hf_fields(path)
+    return ModelConfig.from_hf_dict(fields, source=source, **runtime)
+
+
+def abstract_backbone(config, mesh, rules=None):
+    """(graphdef, state) of the Decoder for `config`, every weight a ShapeDtypeStruct with
+    the sharding `load_pretrained` gives it (the logical axes through `rules`)."""
+    from activemem_jax.models import Decoder
+
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: Decoder(config)))
+    leaves = []
+    for path, var in nnx.to_flat_state(state):
+        value = var.get_value()
+        sharding = shd.named_sharding(value.shape, var.get_metadata().get("axes"), mesh, rules)
+        leaves.append((path, var.replace(jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding))))
+    return graphdef, nnx.from_flat_state(leaves)
+
+
+def with_sharding(tree, sharding):
+    """Abstract copies of `tree`'s arrays placed by `sharding` (one for all, or a function
+    of the leaf)."""
+    def one(x):
+        s = sharding(x) if callable(sharding) else sharding
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s)
+
+    return jax.tree.map(one, jax.eval_shape(lambda: tree) if not _is_abstract(tree) else tree)
+
+
+def _is_abstract(tree) -> bool:
+    return all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(tree))
+
+
+def rows_sharding(mesh):
+    """`Hosts.shard`'s placement: rows over the data and fsdp axes (replicated when the
+    row count does not divide)."""
+    axes = tuple(a for a in ("data", "fsdp") if mesh.shape[a] > 1)
+    size = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+    rows = NamedSharding(mesh, PartitionSpec(axes or None))
+    rep = NamedSharding(mesh, PartitionSpec())
+    return lambda x: rows if x.shape and x.shape[0] % size == 0 else rep
+
+
+def engine_steps(graphdef, model_cfg, mesh, rules, slots: int, rows: int):
+    """(the engine's jitted steps, the decode state's shardings, how it is placed), as
+    `Engine.__init__` builds them: with `core.state_shardings` (the state sharded by the
+    rules, each step keeping it so) when the engine has it; else the engine of before,
+    whose whole state was replicated (`NamedSharding(model.mesh, PartitionSpec())`)."""
+    from activemem_jax.engine import core
+
+    own = getattr(core, "state_shardings", None)
+    if own is None:
+        return core.compiled(graphdef), NamedSharding(mesh, PartitionSpec()), "replicated"
+    shardings = own(model_cfg, slots, rows, mesh, rules)
+    return core.compiled(graphdef, shardings), shardings, "sharded by the rules"
+
+
+@dataclasses.dataclass
+class Work:
+    tokens: int            # tokens one call processes (0: not a token step)
+    model_flops: float     # useful FLOPs of one call, whole slice
+
+
+@dataclasses.dataclass
+class Report:
+    name: str
+    devices: int
+    args: int
+    temp: int
+    out: int
+    alias: int
+    flops: float            # per device, compiler's count
+    bytes_accessed: float   # per device
+    seconds: float          # compiler's estimate (0 when it gives none)
+    compile_s: float
+    work: Work
+    hbm: float              # chip HBM bytes
+    peak: float             # chip peak FLOP/s
+    bandwidth: float        # chip HBM bytes/s
+    note: str = ""
+
+    @property
+    def total(self) -> int:
+        return self.args + self.temp + self.out - self.alias
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.hbm
+
+    @property
+    def compiler_estimate(self) -> bool:
+        return self.seconds > 0
+
+    @property
+    def estimate(self) -> float:
+        """Seconds per call: the compiler's estimate, else the roofline of its counts."""
+        if self.seconds > 0:
+            return self.seconds
+        return max(self.flops / self.peak, self.bytes_accessed / self.bandwidth)
+
+    @property
+    def mfu(self) -> float:
+        if not self.estimate or not self.work.model_flops:
+            return float("nan")
+        return self.work.model_flops / self.devices / (self.estimate * self.peak)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.work.tokens / self.estimate if self.estimate and self.work.tokens else float("nan")
+
+
+def _cost(compiled) -> dict:
+    cost = compiled.cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    return dict(cost or {})
+
+
+def compile_report(name: str, jitted, args, kwargs, work: Work, mesh, chip: topologies.Chip,
+                   note: str = "") -> tuple[Report, Any]:
+    t0 = time.perf_counter()
+    compiled = jitted.lower(*args, **kwargs).compile()
+    compile_s = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    cost = _cost(compiled)
+    report = Report(
+        name=name, devices=mesh.size, args=int(mem.argument_size_in_bytes), temp=int(mem.temp_size_in_bytes),
+        out=int(mem.output_size_in_bytes), alias=int(getattr(mem, "alias_size_in_bytes", 0)),
+        flops=float(cost.get("flops", 0.0)), bytes_accessed=float(cost.get("bytes accessed", 0.0)),
+        seconds=float(cost.get("optimal_seconds", 0.0)), compile_s=compile_s, work=work,
+        hbm=chip.hbm_gib * GIB, peak=chip.peak_tflops * 1e12, bandwidth=chip.hbm_gbps * 1e9, note=note)
+    return report, compiled
+
+
+# ---------------------------------------------------------------------------- FLOPs
+def forward_flops(cfg, tokens: int, context: float, logits: int) -> float:
+    """Useful FLOPs of the backbone over `tokens` tokens attending to `context` keys on
+    average, with the vocabulary projection at `logits` positions."""
+    d, f, h, kv, hd, layers = (cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads,
+                               cfg.head_dim, cfg.num_layers)
+    per_layer = d * h * hd * 2 + d * kv * hd * 2 + 3 * d * f
+    attn = 2 * 2 * h * hd * context  # QK^T and PV, per token and layer
+    return 2.0 * layers * per_layer * tokens + layers * attn * tokens + 2.0 * d * cfg.vocab_size * logits
+
+
+# ---------------------------------------------------------------------------- training rows
+def training_rows(cfg, model_cfg, rows: int, length: int, algo: str, with_old: bool) -> dict:
+    """Abstract (unsharded) training rows as the trainer feeds the update: `collate`'s
+    arrays of one made-up turn, at `rows` x `length` tokens, minus the host-side keys,
+    plus what `Trainer.train_step` adds."""
+    from activemem_jax.activemem.collate import collate
+    from activemem_jax.activemem.policy_config import Step, Trajectory
+    from activemem_jax.rl.rows import HOST_KEYS
+
+    p = cfg.policy
+    d, depth = model_cfg.hidden_size, p.max_depth
+    answer = 1 << max(int(p.max_tokens) - 1, 0).bit_length()
+    if length <= answer:
+        raise ValueError(f"row length {length} leaves no room for the {answer}-token response")
+    zeros = np.zeros((d,), np.float32)
+    step = Step(prompt_ids=[1] * (length - answer), latent_pos=list(range(p.num_latents)),
+                response_ids=[1] * answer, response_logprobs=[0.0] * answer, text="", observation="",
+                h=zeros, p_bar=zeros, tree_action=0, tree_logp=0.0, tree_mask=np.ones((3,), bool),
+                path=np.full((depth,), -1, np.int32), q=zeros, pooled=zeros,
+                path_emb=np.zeros((depth, d), np.float32), writer_turn=np.full((depth,), -1, np.int32),
+                writer_op=np.zeros((depth,), np.int32), writer_prev=np.zeros((depth, d), np.float32))
+    one = collate([Trajectory(task={}, uid=0, steps=[step])], p.num_latents, max_len=length,
+                          resp_len=answer, path_len=depth)
+    one.pop("scored")
+    one.update(adv=np.zeros((1,), np.float32), tree_adv=np.zeros((1,), np.float32), row_valid=np.ones((1,), bool))
+    if algo == "sft":
+        one["tree_target"] = np.zeros((1,), np.int32)
+    batch = {k: jax.ShapeDtypeStruct((rows,) + v.shape[1:], v.dtype) for k, v in one.items() if k not in HOST_KEYS}
+    if algo == "grpo" and with_old:
+        batch["old_logp"] = jax.ShapeDtypeStruct((rows, answer), jnp.float32)
+    if algo == "grpo" and cfg.train.beta:
+        batch["ref_logp"] = jax.ShapeDtypeStruct((rows, answer), jnp.float32)
+    return batch
+
+
+def loss_config(cfg, algo: str):
+    """The trainer's LossConfig for `algo` (rl/trainer.py builds the same)."""
+    from activemem_jax.rl.update import LossConfig
+
+    t = cfg.train
+    return LossConfig(algo=algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None, agg=t.agg,
+                      beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
+                      micro_batch_rows=t.micro_batch_rows)
+
+
+def abstract_controller(cfg, model_cfg):
+    from activemem_jax.activemem.controller import Controller
+
+    p = cfg.policy
+    ctrl = nnx.eval_shape(lambda: Controller(model_cfg.hidden_size, num_latents=p.num_latents, hidden=p.hidden,
+                                             activation=p.activation, max_residual=p.max_write_residual,
+                                             latent_init_std=p.latent_init_std, rngs=nnx.Rngs(0)))
+    return nnx.split(ctrl)
+
+
+# ---------------------------------------------------------------------------- the run's steps
+@dataclasses.dataclass
+class Compilable:
+    name: str
+    jitted: Any
+    args: tuple
+    kwargs: dict
+    work: Work
+    mesh: Any
+    note: str = ""
+
+
+def engine_mesh(mesh, devices, hosts: int):
+    """The rollout side's mesh as `Trainer` builds it: the training mesh on one host; with
+    several hosts, `make_mesh(devices=jax.local_devices())` (one device of each host)."""
+    if hosts <= 1:
+        return mesh
+    local = [d for d in devices if d.process_index == devices[0].process_index]
+    return shd.make_mesh(devices=local)
+
+
+def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sft")) -> list[Compilable]:
+    """The update step per algorithm and the old / reference log-prob pass, at the
+    config's mini-batch of `length`-token rows."""
+    from activemem_jax.activemem.lora import init_lora
+    from activemem_jax.rl.update import TrainStep, make_optimizer
+
+    graphdef, state = abstract_backbone(model_cfg, mesh, rules)
+    ctrl_gd, ctrl_state = abstract_controller(cfg, model_cfg)
+    rep = NamedSharding(mesh, PartitionSpec())
+    lora = {}
+    if cfg.lora.rank:
+        lora = jax.eval_shape(lambda s: init_lora(s, cfg.lora.rank, tuple(cfg.lora.targets)), state)
+    params = with_sharding({"controller": ctrl_state, "lora": lora}, rep)
+    o = cfg.optim
+    optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
+    opt_state = with_sharding(jax.eval_shape(optimizer.init, params), rep)
+    t = cfg.train
+    rows = int(t.mini_batch_rows)
+    # old log-probs ride along when there are several mini-batches or epochs (trainer.py)
+    rollout_rows = t.prompts_per_step * t.group_size * max(int(cfg.data.get("max_turns", 1)), 1)
+    with_old = t.ppo_epochs > 1 or rollout_rows > rows
+    place = rows_sharding(mesh)
+    out = []
+    for algo in algos:
+        batch = with_sharding(training_rows(cfg, model_cfg, rows, length, algo, with_old), place)
+        answer = batch["resp_pos"].shape[1]
+        fwd = forward_flops(model_cfg, rows * length, length / 2, rows * answer)
+        step = TrainStep(graphdef, ctrl_gd, loss_config(cfg, algo), optimizer)
+        micro = int(t.micro_batch_rows) if 0 < t.micro_batch_rows < rows else rows
+        remat = getattr(model_cfg, "remat_mode", "full" if model_cfg.remat else "none")
+        note = (f"per micro-batch of {micro} rows" if micro < rows else "whole mini-batch") + f", remat {remat}"
+        if getattr(model_cfg, "scan_layers", False):
+            note += ", scanned layers (XLA counts one)"
+        out.append(Compilable(f"update {algo} {rows}x{length}", step._step, (params, opt_state, state, batch), {},
+                              Work(micro * length, 2 * fwd * micro / rows), mesh, note))
+        if algo == "grpo":
+            out.append(Compilable(f"logprobs {rows}x{length}", step._logp, (params, state, batch), {},
+                                  Work(rows * length, fwd), mesh, "old / reference policy"))
+    return out
+
+
+def controller_function(cfg, model_cfg, mesh) -> Compilable:
+    """`controller_step` under the jit `ActiveMem` builds, for a rollout's episodes."""
+    from activemem_jax.activemem import PolicyConfig
+    from activemem_jax.activemem.step import controller_step
+    from activemem_jax.memory import tree as hlmt
+
+    pc = PolicyConfig.from_dict(cfg.policy.to_dict())
+    t = cfg.train
+    e = int(t.prompts_per_step * t.group_size)
+    d = model_cfg.hidden_size
+    ctrl_gd, ctrl_state = abstract_controller(cfg, model_cfg)
+    rep = NamedSharding(mesh, PartitionSpec())
+
+    def stacked():
+        tree = hlmt.init_tree(pc.capacity, d, pc.max_children, pc.max_depth)
+        log = hlmt.new_log(pc.max_ops, d)
+        grow = lambda x: jnp.broadcast_to(x, (e,) + x.shape)  # noqa: E731  (rollout._stack)
+        return jax.tree.map(grow, tree), jax.tree.map(grow, log)
+
+    overlays, logs = jax.eval_shape(stacked)
+    keys = jax.eval_shape(lambda: jax.vmap(jax.random.PRNGKey)(jnp.zeros((e,), jnp.int32)))
+    f32 = jax.ShapeDtypeStruct((e, d), jnp.float32)
+    args = with_sharding((ctrl_state, overlays, logs, f32, f32, keys, jax.ShapeDtypeStruct((e,), jnp.bool_),
+                          jax.ShapeDtypeStruct((), jnp.int32)), rep)
+    scfg = dataclasses.replace(pc.step_config, greedy=False, rule=False)
+    jitted = jax.jit(controller_step, static_argnums=(0, 9))  # as ActiveMem.__init__
+    return Compilable(f"controller step E={e}", jitted, (ctrl_gd, *args, scfg), {},
+                      Work(0, 0.0), mesh, f"capacity {pc.capacity}")
+
+
+def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
+    """The engine's jitted prefill (a batched chunk of the longest prompts, reading the
+    whole context) and decode step (every slot, reading the whole context)."""
+    from activemem_jax.engine import core
+    from activemem_jax.engine import engine as eng
+
+    slots, max_len = int(cfg.engine.max_slots), int(cfg.engine.max_len)
+    rows = max_len + eng.PREFILL_CHUNK
+    graphdef, state = abstract_backbone(model_cfg, mesh, rules)
+    fns, place, how = engine_steps(graphdef, model_cfg, mesh, rules, slots, rows)
+    abstract = jax.eval_shape(lambda: core.init_state(model_cfg, slots, rows))
+    if isinstance(place, NamedSharding):
+        dstate = with_sharding(abstract, place)
+    else:
+        dstate = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, place)
+    rep = NamedSharding(mesh, PartitionSpec())
+    r = core.prefill_bucket(min(max_len, eng.PREFILL_CHUNK))  # the longest chunk the engine runs
+    cap = max(1, min(slots, eng.PREFILL_TOKENS // r))  # Engine._prefill's group of chunks
+    p = min(core.prefill_rows(cap, slots), max(cap, eng.PREFILL_TOKENS // r))  # Engine._run_prefill
+    i32, f32 = jnp.int32, jnp.float32
+    sds = jax.ShapeDtypeStruct
+    inputs = (sds((p,), i32), sds((p, r), i32), sds((p,), i32), sds((p,), i32),
+              sds((p, core.MAX_LATENTS, model_cfg.hidden_size), f32), sds((p, core.MAX_LATENTS), i32),
+              (sds((p,), f32), sds((p,), i32), sds((p,), f32), sds((p,), i32)))
+    inputs = with_sharding(inputs, rep)
+    kv_prefill = core.kv_bucket(max_len, rows)
+    kv_decode = core.kv_bucket(max_len, rows, low=128)
+    note = f"decode state {how}"
+    return [
+        Compilable(f"prefill {p}x{r} kv={kv_prefill}", fns["prefill"], (state, dstate, *inputs),
+                   dict(kv_len=kv_prefill, fresh=False),
+                   Work(p * r, forward_flops(model_cfg, p * r, kv_prefill - r / 2, p)), mesh, note),
+        Compilable(f"decode {slots} slots kv={kv_decode}", fns["generate"], (state, dstate, None),
+                   dict(kv_len=kv_decode, top=False),
+                   Work(slots, forward_flops(model_cfg, slots, kv_decode, slots)), mesh, note),
+    ]
+
+
+__all__ = ["ARCHITECTURES", "Compilable", "Report", "Work", "abstract_backbone", "abstract_controller",
+           "compile_report", "controller_function", "engine_functions", "engine_mesh", "engine_steps",
+           "forward_flops", "hf_fields", "loss_config", "model_config", "rows_sharding", "runtime_options",
+           "scan_supported", "train_functions", "training_rows", "with_sharding"]

@@ -1,0 +1,164 @@
+"""Compile a training config's jitted steps for a TPU slice, without a TPU, and say
+whether each fits the chip's HBM (MaxText's train_compile.py technique).
+
+    python launch/aot.py --config configs/activemem_qwen2_5_1_5b.py --topology v5p-8
+    python launch/aot.py --config configs/activemem_qwen3_8b.py --topology v5p-16 --config.mesh.tensor=4
+    python launch/aot.py --config ... --topology v5e-16 --only update_grpo,decode --length 4096
+    python launch/aot.py --config ... --topology v5p-8 --layouts both     # unrolled vs scanned layers
+
+Compiles the run's own jitted functions at the config's shapes, mesh and rules: the GRPO
+and SFT update steps (one mini-batch, micro-batches and remat as configured), the old /
+reference log-prob pass, the controller step, the engine's prefill and decode steps
+(`activemem_jax/aot.py` builds their abstract inputs). Rows are `--length` tokens
+(default engine.max_len: the longest turn a run can meet). Prints one row per function:
+per-device HBM (arguments, temporaries, outputs, total) against the chip's HBM, TFLOP and
+bytes accessed per device, the compiler's time estimate, the MFU and tokens/s that
+estimate implies, and the compile time here; writes the rows as JSON (--json).
+
+Needs libtpu (bash launch/install.sh tpu, or the test extra). Exits 1 when a function
+does not fit, 2 on bad input (unknown topology, a mesh that does not cover the slice, an
+unknown model), each with a one-line error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the TPU devices come from the topology, not the host
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
+
+from absl import app, flags  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+FUNCTIONS = ("update_grpo", "update_sft", "logprobs", "controller", "prefill", "decode")
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_qwen2_5_1_5b.py", "training config file")
+_TOPOLOGY = flags.DEFINE_string("topology", "v5p-8", "TPU slice, e.g. v4-8, v5e-8, v5e-16, v5p-8, v5p-16, v6e-8")
+_LENGTH = flags.DEFINE_integer("length", 0, "tokens per training row (0: engine.max_len)")
+_ONLY = flags.DEFINE_list("only", [], f"compile only these: {', '.join(FUNCTIONS)}")
+_LAYOUTS = flags.DEFINE_enum("layouts", "config", ["config", "both"],
+                             "both: also compile the GRPO update with unrolled and scanned layers "
+                             "(when the loader has scan_layers) and print both compile times")
+_JSON = flags.DEFINE_string("json", "", "write the rows here as JSON")
+
+
+def fmt_gib(b: float) -> str:
+    return f"{b / 2**30:.2f}"
+
+
+def print_table(reports, chip, header: str) -> None:
+    print(header)
+    cols = ("function", "args", "temp", "out", "total GiB", "of HBM", "TFLOP", "GB acc", "est ms", "MFU",
+            "tok/s", "compile s", "note")
+    rows = []
+    for r in reports:
+        if isinstance(r, tuple):  # (name, error): did not compile
+            rows.append((r[0], "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r[1]))
+            continue
+        mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{100 * r.mfu:.0f}%"
+        tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{r.tokens_per_s:,.0f}"
+        fit = f"{100 * r.total / r.hbm:.0f}%" + ("" if r.fits else " NO FIT")
+        rows.append((r.name, fmt_gib(r.args), fmt_gib(r.temp), fmt_gib(r.out), fmt_gib(r.total), fit,
+                     f"{r.flops / 1e12:.2f}", f"{r.bytes_accessed / 1e9:.1f}",
+                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}", mfu, tps,
+                     f"{r.compile_s:.0f}", r.note))
+    widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
+    for row in (cols, *rows):
+        print("  ".join(str(x).ljust(w) if i in (0, 12) else str(x).rjust(w)
+                        for i, (x, w) in enumerate(zip(row, widths))))
+
+
+def main(argv):
+    del argv
+    from activemem_jax import aot, topologies
+    from activemem_jax.models import UnsupportedModelError
+
+    cfg = _CONFIG.value
+    only = [f.strip() for f in _ONLY.value if f.strip()]
+    unknown = sorted(set(only) - set(FUNCTIONS))
+    try:
+        if unknown:
+            raise topologies.TopologyError(f"--only {unknown}: choose from {', '.join(FUNCTIONS)}")
+        sl = topologies.get_slice(_TOPOLOGY.value)
+        m = cfg.mesh
+        topologies.mesh_sizes(sl.name, sl.chips, m.data, m.fsdp, m.tensor)  # before libtpu: fast errors
+        runtime = aot.runtime_options(cfg.model)
+        model_cfg = aot.model_config(cfg.model.path, runtime)
+        length = _LENGTH.value or int(cfg.engine.max_len)
+        devices = topologies.slice_devices(sl.name)
+        mesh = topologies.slice_mesh(sl.name, devices, m.data, m.fsdp, m.tensor)
+    except (topologies.TopologyError, FileNotFoundError, UnsupportedModelError, NotImplementedError,
+            ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    import jax
+
+    rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
+    gen_mesh = aot.engine_mesh(mesh, devices, sl.hosts)
+    chip = sl.chip
+    want = set(only or FUNCTIONS)
+    todo = []
+    algos = tuple(a for a in ("grpo", "sft") if f"update_{a}" in want or (a == "grpo" and "logprobs" in want))
+    if algos:
+        for c in aot.train_functions(cfg, model_cfg, mesh, rules, length, algos):
+            key = "logprobs" if c.name.startswith("logprobs") else "update_" + c.name.split()[1]
+            if key in want:
+                todo.append(c)
+    if "controller" in want:
+        todo.append(aot.controller_function(cfg, model_cfg, gen_mesh))
+    for c in aot.engine_functions(cfg, model_cfg, gen_mesh, rules) if {"prefill", "decode"} & want else []:
+        if c.name.split()[0] in want:
+            todo.append(c)
+
+    m_sizes = dict(mesh.shape)
+    header = (f"{os.path.basename(cfg.model.path)} ({model_cfg.num_params / 1e9:.2f}B, {model_cfg.dtype}, "
+              f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k != 'dtype')}) on {sl.name} "
+              f"({sl.topology}, {sl.chips} x {chip.name}, {chip.hbm_gib:g} GiB HBM, {chip.peak_tflops:g} TFLOP/s "
+              f"bf16, {sl.hosts} host(s)); training mesh {m_sizes}; engine mesh {dict(gen_mesh.shape)}; "
+              f"jax {jax.__version__}")
+    print(header, flush=True)
+    reports = []
+    for c in todo:
+        try:
+            r, _ = aot.compile_report(c.name, c.jitted, c.args, c.kwargs, c.work, c.mesh, chip, c.note)
+        except Exception as e:  # the TPU compiler refuses programs that exceed HBM
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            reports.append((c.name, f"compile failed: {first[:200]}"))
+            print(f"  {c.name}: {reports[-1][1]}", flush=True)
+            continue
+        reports.append(r)
+        print(f"  {c.name}: {fmt_gib(r.total)} GiB/device ({'fits' if r.fits else 'DOES NOT FIT'}), "
+              f"compiled in {r.compile_s:.0f} s", flush=True)
+
+    if _LAYOUTS.value == "both":
+        if not aot.scan_supported():
+            print("--layouts both: load_pretrained has no scan_layers switch yet; skipped")
+        else:
+            for scan in (False, True):
+                mc = aot.model_config(cfg.model.path, aot.runtime_options(cfg.model, with_scan=scan))
+                c = aot.train_functions(cfg, mc, mesh, rules, length, ("grpo",))[0]
+                r, _ = aot.compile_report(f"{c.name} scan_layers={scan}", c.jitted, c.args, c.kwargs, c.work,
+                                          c.mesh, chip, c.note)
+                reports.append(r)
+                print(f"  {r.name}: compiled in {r.compile_s:.0f} s", flush=True)
+
+    print()
+    print_table(reports, chip, f"per device on {sl.name}: GiB of {chip.hbm_gib:g}; MFU and tok/s at the "
+                               f"compiler's time estimate (~: roofline of its counts)")
+    if _JSON.value:
+        from activemem_jax.bench_report import write_json
+
+        write_json(_JSON.value, {"topology": sl.name, "config": header, "rows": [
+            {"name": r[0], "error": r[1]} if isinstance(r, tuple) else
+            {"name": r.name, "args": r.args, "temp": r.temp, "out": r.out, "alias": r.alias, "total": r.total,
+             "hbm": r.hbm, "fits": r.fits, "flops": r.flops, "bytes_accessed": r.bytes_accessed,
+             "compiler_seconds": r.seconds, "estimate_seconds": r.estimate, "mfu": r.mfu, "tokens_per_s": r.tokens_per_s, "compile_s": r.compile_s,
+             "note": r.note} for r in reports]})
+    bad = [r[0] if isinstance(r, tuple) else r.name for r in reports if isinstance(r, tuple) or not r.fits]
+    if bad:
+        print(f"does not fit {sl.name} ({chip.hbm_gib:g} GiB per chip): {', '.join(bad)}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,107 @@
+"""Ahead-of-time compilation for a TPU slice on this CPU machine (libtpu from the test
+extra): the tiny model's update step and decode step compile for v5e-4 with fsdp 2 x
+tensor 2, and the compiled programs keep the weights (and the KV cache) sharded."""
+
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+
+from activemem_jax import aot, topologies
+
+# tests/rl/conftest.py's tiny Llama, as config.json fields (no weights are needed to compile)
+TINY = dict(model_type="llama", vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-5,
+            tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+SLICE = "v5e-4"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from configs.activemem_tiny_cpu import get_config
+    from activemem_jax.models import ModelConfig
+
+    cfg = get_config()
+    cfg.mesh.update(data=1, fsdp=2, tensor=2)
+    cfg.train.update(mini_batch_rows=8, micro_batch_rows=4)
+    cfg.engine.update(max_slots=8, max_len=256)
+    model_cfg = ModelConfig.from_hf_dict(TINY, **aot.runtime_options(cfg.model))
+    devices = topologies.slice_devices(SLICE)
+    mesh = topologies.slice_mesh(SLICE, devices, 1, 2, 2)
+    return cfg, model_cfg, mesh, dict(cfg.sharding.rules)
+
+
+def _compile(c, mesh):
+    return aot.compile_report(c.name, c.jitted, c.args, c.kwargs, c.work, mesh, topologies.get_slice(SLICE).chip)
+
+
+def _not_replicated(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and not sharding.is_fully_replicated
+
+
+def test_slice_devices_are_tpus(setup):
+    _, _, mesh, _ = setup
+    assert mesh.devices.size == 4 and dict(mesh.shape) == {"data": 1, "fsdp": 2, "tensor": 2}
+    assert all(d.platform == "tpu" for d in mesh.devices.flat)
+
+
+def test_update_step_compiles_with_sharded_weights(setup):
+    cfg, model_cfg, mesh, rules = setup
+    update = aot.train_functions(cfg, model_cfg, mesh, rules, length=128, algos=("grpo",))[0]
+    report, compiled = _compile(update, mesh)
+    assert report.fits and report.temp > 0 and report.flops > 0 and report.bytes_accessed > 0
+    state_shardings = compiled.input_shardings[0][2]  # (params, opt_state, backbone state, batch)
+    flat = {".".join(map(str, p)): s for p, s in _leaves_with_path(state_shardings)}
+    for name in ("embedding", "layers.0.attn.q_proj.kernel", "layers.1.mlp.down_proj.kernel"):
+        key = next((k for k in flat if k.startswith(name)), None)
+        assert key is not None, (name, sorted(flat)[:8])
+        assert _not_replicated(flat[key]), (key, flat[key])
+    # each device holds a part of the weights: less than the whole backbone's bytes
+    whole = sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in _leaves(update.args[2]))
+    on_device = sum(_device_bytes(a) for a in _leaves(update.args[2]))
+    assert on_device < 0.6 * whole, (on_device, whole)
+
+
+def test_decode_step_compiles_for_the_slice(setup):
+    cfg, model_cfg, mesh, rules = setup
+    prefill, decode = aot.engine_functions(cfg, model_cfg, mesh, rules)
+    report, compiled = _compile(decode, mesh)
+    assert report.fits and report.work.tokens == cfg.engine.max_slots
+    weights = {".".join(map(str, p)): s for p, s in _leaves_with_path(compiled.input_shardings[0][0])}
+    assert _not_replicated(weights[next(k for k in weights if "q_proj" in k)])
+    from activemem_jax.engine import core
+
+    if not hasattr(core, "state_shardings"):
+        # KV CACHE ASSERTION PENDING: the engine replicates its decode state until the
+        # sharded engine state (issue 16, part 2) lands; then this branch goes away.
+        pytest.xfail("engine.core has no state_shardings yet: the KV cache is replicated")
+    cache = compiled.input_shardings[0][1].cache
+    k_blocks = [s for s in _leaves(cache) if isinstance(s, NamedSharding)]
+    assert k_blocks and all(_not_replicated(s) for s in k_blocks), k_blocks[:2]
+
+
+def test_bad_topology_and_mesh_are_one_line_errors():
+    with pytest.raises(topologies.TopologyError, match="unknown topology 'v5p-7'"):
+        topologies.get_slice("v5p-7")
+    with pytest.raises(topologies.TopologyError, match="3 does not divide the 8 devices of v5e-8"):
+        topologies.mesh_sizes("v5e-8", 8, 1, -1, 3)
+    with pytest.raises(topologies.TopologyError, match="= 2 devices; v5p-8 has 4"):
+        topologies.mesh_sizes("v5p-8", 4, 1, 2, 1)
+    assert topologies.mesh_sizes("v5p-16", 8, 1, -1, 4) == (1, 2, 4)
+
+
+def _leaves(tree):
+    import jax
+
+    return jax.tree.leaves(tree)
+
+
+def _leaves_with_path(tree):
+    import jax
+
+    return [(tuple(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))) for k in path), leaf)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)]
+
+
+def _device_bytes(a) -> int:
+    shard = a.sharding.shard_shape(a.shape)
+    return int(np.prod(shard)) * a.dtype.itemsize
