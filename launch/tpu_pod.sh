@@ -3,11 +3,12 @@
 # config on all workers at once (JAX finds the slice's hosts itself).
 #
 #   launch/tpu_pod.sh create                 # the slice ($TPU_NAME, $ZONE, $TPU_TYPE, $TPU_VERSION)
-#   launch/tpu_pod.sh setup                  # copy this checkout to every worker and install
+#   launch/tpu_pod.sh setup                  # copy this checkout to every worker, bash launch/install.sh tpu
 #   launch/tpu_pod.sh train configs/activemem_qwen2_5_1_5b.py --config.model.path=/data/Qwen2.5-1.5B-Instruct
 #   launch/tpu_pod.sh ssh 'nproc'            # any command on every worker
 #   launch/tpu_pod.sh delete
 #
+# Check a config fits the slice first, on any machine: python launch/aot.py --config CONFIG --topology v4-32
 # Models and data must be on every worker (or a mounted bucket) at the same path: nothing
 # is fetched at run time. Checkpoints go to config.out_dir; use a shared filesystem or a
 # gs:// path that orbax can write to from all hosts.
@@ -28,7 +29,7 @@ case "$cmd" in
     tar czf /tmp/activemem-src.tgz --exclude=.venv --exclude=runs --exclude=.git .
     gc scp /tmp/activemem-src.tgz "$TPU_NAME":/tmp/ --worker=all
     on_all "mkdir -p $REMOTE_DIR && tar xzf /tmp/activemem-src.tgz -C $REMOTE_DIR && cd $REMOTE_DIR && \
-            bash launch/install.sh && .venv/bin/pip install -q 'jax[tpu]==0.10.2'" ;;
+            bash launch/install.sh tpu" ;;  # jax[tpu] + the libtpu it pins (setup.py extra)
   train)
     config=${1:?usage: tpu_pod.sh train CONFIG [--config.x=y ...]}
     shift
