@@ -28,6 +28,7 @@ DEFAULT_RULES: dict[str, object] = {
     "mlp": "tensor",
     "norm": None,
     "length": None,
+    "layers": None,  # the leading axis of stacked (scanned) layer weights and KV cache
 }
 
 

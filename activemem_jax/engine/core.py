@@ -3,6 +3,10 @@ decode slots; `prefill` a prompt chunk straight into one slot's cache rows; `ins
 starts that slot decoding; `generate` one token for every live slot; `copy_row` moves a
 slot's cached prefix to another slot (prefix reuse).
 
+The decode state is sharded by the model's logical-axis rules (`state_shardings`: slots
+over the batch axes, KV heads over tensor); every step that returns the state constrains
+it to those shardings, so it never falls back to replicated.
+
 Shapes are static: prompt chunks are padded to a few lengths (`PREFILL_BUCKETS`) and
 attention reads only the first `kv_len` cache rows, a power-of-two bucket, so compiles
 stay few and short sequences never read the whole cache.
@@ -17,8 +21,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from activemem_jax import sharding as shd
 from activemem_jax.engine.sampling import sample
-from activemem_jax.models.decoder import KV_BLOCK, KVCache
+from activemem_jax.models.kv_cache import KVCache
 
 PREFILL_BUCKETS = (32, 64, 128, 256, 512)  # chunk lengths; longer prompts go in chunks
 MAX_LATENTS = 8  # latent vectors one request may splice in (K in {0, 2, 4, 8})
@@ -44,6 +49,20 @@ def init_state(cfg, slots: int, rows: int) -> DecodeState:
     return DecodeState(cache=KVCache.init(cfg, slots, rows), lengths=z(), tokens=z(),
                        active=jnp.zeros((slots,), bool), temperature=jnp.zeros((slots,), jnp.float32),
                        top_k=z(), top_p=jnp.ones((slots,), jnp.float32), seeds=z(), steps=z())
+
+
+def state_shardings(cfg, slots: int, rows: int, mesh, rules=None) -> DecodeState:
+    """A DecodeState of NamedShardings: the cache by its logical axes, every per-slot
+    vector over the batch axes (replicated where the axes do not divide `slots`)."""
+    abstract = jax.eval_shape(functools.partial(init_state, cfg, slots, rows))
+    per_slot = jax.tree.map(lambda a: shd.named_sharding(a.shape, ("batch",), mesh, rules),
+                            abstract.replace(cache=None))
+    return per_slot.replace(cache=abstract.cache.shardings(mesh, rules))
+
+
+def new_state(cfg, slots: int, rows: int, shardings: DecodeState) -> DecodeState:
+    """A zero state made directly on its shards (never whole on one device)."""
+    return jax.jit(functools.partial(init_state, cfg, slots, rows), out_shardings=shardings)()
 
 
 def kv_bucket(n: int, rows: int, low: int = 256) -> int:
@@ -118,13 +137,7 @@ def copy_row(state: DecodeState, src, dst, *, upto: int) -> DecodeState:
     blocks holding its first `upto` positions (static), and the whole mask row. Later
     positions are never read before the new prompt overwrites them (attention is causal),
     so a short prefix in a long cache copies little."""
-    def blocks(layer):
-        return tuple(b.at[dst].set(b[src]) if i * KV_BLOCK < upto else b for i, b in enumerate(layer))
-
-    c = state.cache
-    cache = KVCache(k=tuple(blocks(layer) for layer in c.k), v=tuple(blocks(layer) for layer in c.v),
-                    mask=c.mask.at[dst].set(c.mask[src]))
-    return state.replace(cache=cache)
+    return state.replace(cache=state.cache.copy_row(src, dst, upto))
 
 
 def release(state: DecodeState, slot) -> DecodeState:
@@ -163,15 +176,34 @@ def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int, to
     return state.replace(cache=cache), tokens, logprobs, top_lp, top_ids
 
 
+def _keep_sharded(fn, shardings: DecodeState):
+    """fn whose returned state (alone, or first of a tuple) is pinned to `shardings`."""
+    if shardings is None:
+        return fn
+
+    @functools.wraps(fn)
+    def pinned(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if isinstance(out, DecodeState):
+            return jax.lax.with_sharding_constraint(out, shardings)
+        return (jax.lax.with_sharding_constraint(out[0], shardings),) + tuple(out[1:])
+
+    return pinned
+
+
 @functools.lru_cache(maxsize=None)
-def compiled(graphdef):
-    """The jitted steps for one model structure (cache buffers donated)."""
+def compiled(graphdef, shardings: DecodeState = None):
+    """The jitted steps for one model structure (state buffers donated); with `shardings`
+    (see `state_shardings`) every returned state keeps that placement."""
+    def jit(fn, **kw):
+        return jax.jit(_keep_sharded(fn, shardings), **kw)
+
     return {
-        "prefill": jax.jit(functools.partial(prefill, graphdef), static_argnames=("kv_len", "fresh"),
-                           donate_argnums=(1,)),
-        "insert": jax.jit(insert, donate_argnums=(0,)),
-        "copy_row": jax.jit(copy_row, static_argnames="upto", donate_argnums=(0,)),
-        "release": jax.jit(release, donate_argnums=(0,)),
-        "generate": jax.jit(functools.partial(generate, graphdef), static_argnames=("kv_len", "top"),
-                            donate_argnums=(1,)),
+        "prefill": jit(functools.partial(prefill, graphdef), static_argnames=("kv_len", "fresh"),
+                       donate_argnums=(1,)),
+        "insert": jit(insert, donate_argnums=(0,)),
+        "copy_row": jit(copy_row, static_argnames="upto", donate_argnums=(0,)),
+        "release": jit(release, donate_argnums=(0,)),
+        "generate": jit(functools.partial(generate, graphdef), static_argnames=("kv_len", "top"),
+                        donate_argnums=(1,)),
     }

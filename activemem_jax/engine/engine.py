@@ -147,11 +147,18 @@ class Engine:
         self.eos_ids = set(model.eos_token_ids)
         self.max_slots, self.max_len = max_slots, max_len
         self.rows = max_len + PREFILL_CHUNK  # slack so a padded chunk never runs off the cache
-        self._fns = core.compiled(model.graphdef)
-        # Every input lives on the model's mesh (replicated), so each jitted step sees the
-        # same input shardings call after call and compiles once per shape bucket.
+        # The decode state is sharded by the model's rules (slots over the batch axes, KV
+        # heads over tensor) and every step keeps it so. The small inputs live on the same
+        # mesh (replicated), so each jitted step sees the same input shardings call after
+        # call and compiles once per shape bucket.
+        self._state_shardings = core.state_shardings(model.config, max_slots, self.rows, model.mesh,
+                                                     model.rules)
+        self._fns = core.compiled(model.graphdef, self._state_shardings)
         self._replicated = NamedSharding(model.mesh, PartitionSpec())
-        self._state = self._put(core.init_state(model.config, max_slots, self.rows))
+        # With slots spread over devices, a decode step runs every slot (each device its
+        # own); stepping a few live rows would gather their cache rows across devices.
+        self._slots_sharded = (self._state_shardings.cache.mask.spec or (None,))[0] is not None
+        self._state = self._new_state()
         self._slots: list[Optional[Request]] = [None] * max_slots
         self._lengths = [0] * max_slots  # host copy of cache rows in use per slot
         self._history: list[list[int]] = [[] for _ in range(max_slots)]  # tokens whose KV a row holds
@@ -332,6 +339,9 @@ class Engine:
     def _put(self, tree):
         return jax.device_put(tree, self._replicated)
 
+    def _new_state(self) -> core.DecodeState:
+        return core.new_state(self.model.config, self.max_slots, self.rows, self._state_shardings)
+
     def _latents(self, latents, positions, n_prompt):
         d = self.model.config.hidden_size
         lat = np.zeros((core.MAX_LATENTS, d), np.float32)
@@ -406,7 +416,7 @@ class Engine:
             self._slots = [None] * self.max_slots
             self._lengths = [0] * self.max_slots
             self._history = [[] for _ in range(self.max_slots)]
-            self._state = self._put(core.init_state(self.model.config, self.max_slots, self.rows))
+            self._state = self._new_state()
             self.stats["state_resets"] += 1
         for r in concerned:
             if r.done.is_set():
@@ -572,6 +582,8 @@ class Engine:
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
         kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows, low=128)
         width = core.prefill_rows(len(live), self.max_slots)  # 1, 4, 16, ... rows stepped
+        if self._slots_sharded:  # every device steps its own slots: picking rows would move their KV
+            width = self.max_slots
         rows = None
         if width < self.max_slots:  # step only the live slots (padding: out of range)
             rows = self._put(np.asarray(live + [self.max_slots] * (width - len(live)), np.int32))

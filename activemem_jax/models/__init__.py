@@ -8,9 +8,10 @@
 
 from activemem_jax.models.checkpoint_files import CheckpointError
 from activemem_jax.models.config import ModelConfig, RopeConfig, UnsupportedModelError
-from activemem_jax.models.decoder import BackboneWeight, Decoder, KVCache
+from activemem_jax.models.decoder import BackboneWeight, Decoder
 from activemem_jax.models.embedded import embedded_gguf_path
 from activemem_jax.models.generate import greedy_generate
+from activemem_jax.models.kv_cache import KVCache
 from activemem_jax.models.loading import PretrainedModel, forward, load_pretrained, positions_from_mask
 
 __all__ = [

@@ -67,7 +67,14 @@ class ModelConfig:
     # int8 on the fly (W8A8, int32 accumulation): a quarter of f32's weight traffic.
     # Norms and biases keep `dtype`. For decoding and serving.
     quant: str = ""
-    remat: bool = False  # rematerialize each layer in the backward pass
+    remat: bool = False  # rematerialize each layer in the backward pass (remat_policy "full")
+    # what the backward pass keeps of each layer: "none" | "full" (recompute everything) |
+    # "dots_saveable" | "dots_with_no_batch_dims_saveable" (keep matmul outputs);
+    # "" = "full" if remat else "none"
+    remat_policy: str = ""
+    # stacked layer weights [L, ...] run under one scan: compile time independent of depth
+    # (the unrolled layers decode faster on CPU; see FINDINGS)
+    scan_layers: bool = False
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads:
@@ -84,12 +91,22 @@ class ModelConfig:
             value = getattr(self, name)
             if value not in ("float32", "bfloat16") and not (name == "activation_dtype" and value == ""):
                 raise ValueError(f"{name}={value!r}: use 'float32' or 'bfloat16'")
+        if self.remat_policy not in ("", "none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable"):
+            raise ValueError(f"remat_policy={self.remat_policy!r}: use 'none', 'full', 'dots_saveable' "
+                             "or 'dots_with_no_batch_dims_saveable'")
+        if self.remat and self.remat_policy == "none":
+            raise ValueError("remat=True contradicts remat_policy='none'; give one of them")
         if self.quant not in ("", "int8"):
             raise ValueError(f"quant={self.quant!r}: use '' (no quantization) or 'int8'")
 
     @property
     def act_dtype(self) -> str:
         return self.activation_dtype or self.dtype
+
+    @property
+    def remat_mode(self) -> str:
+        """The remat policy in force: remat_policy, else "full" with remat, else "none"."""
+        return self.remat_policy or ("full" if self.remat else "none")
 
     @property
     def num_params(self) -> int:

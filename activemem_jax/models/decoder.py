@@ -7,7 +7,10 @@ carries logical axis names (`axes=`) that `activemem_jax.sharding` maps to the m
 Entry point: `Decoder.__call__(tokens | embeds, positions, attention_mask, cache=None,
 slots=None)`. `slots` are the KV-cache rows each token is written to; a query attends
 to cache rows `<=` its own slot whose mask is set, so left and right padding, prefill
-and decode are one code path. Without a cache the sequence is its own cache.
+and decode are one code path. Without a cache the sequence is its own cache. The cache
+(`models/kv_cache.py`) does its own writes and reads; each layer gets its view of it.
+Layers are unrolled, or stacked and scanned (`ModelConfig.scan_layers`), each under the
+remat policy the config names.
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ import functools
 import math
 from typing import Optional
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from activemem_jax.models.config import ModelConfig, RopeConfig
+from activemem_jax.models.kv_cache import KV_BLOCK, CacheIndex, KVCache, LayerKV  # noqa: F401 (re-exported)
 from activemem_jax.models.quant import matmul_int8
 
 
@@ -128,38 +131,6 @@ def apply_rope(x, cos, sin):
     return out.astype(x.dtype)
 
 
-KV_BLOCK = 256  # cache rows per block
-
-
-@flax.struct.dataclass
-class KVCache:
-    """Static-shape KV cache, stored in blocks of KV_BLOCK rows: per layer, k and v are
-    tuples of blocks, keys [B, kv_heads, head_dim, rows] (so scores are a plain q @ K^T
-    matmul) and values [B, kv_heads, rows, head_dim]. Attention over the first s rows
-    reads whole blocks in place: slicing one big buffer would copy it every step, which
-    made that copy the largest cost of a batched decode step on CPU. mask [B, S]."""
-    k: tuple
-    v: tuple
-    mask: jax.Array
-
-    @classmethod
-    def init(cls, cfg: ModelConfig, batch: int, length: int, dtype=None) -> "KVCache":
-        dtype = dtype or jnp.dtype(cfg.act_dtype)
-
-        def blocks(keys: bool):
-            def shape(n):
-                return (batch, cfg.num_kv_heads) + ((cfg.head_dim, n) if keys else (n, cfg.head_dim))
-            return tuple(jnp.zeros(shape(min(KV_BLOCK, length - i)), dtype) for i in range(0, length, KV_BLOCK))
-
-        return cls(k=tuple(blocks(True) for _ in range(cfg.num_layers)),
-                   v=tuple(blocks(False) for _ in range(cfg.num_layers)),
-                   mask=jnp.zeros((batch, length), bool))
-
-    @property
-    def length(self) -> int:
-        return self.mask.shape[1]
-
-
 class Attention(nnx.Module):
     def __init__(self, cfg: ModelConfig, dtype):
         d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -175,12 +146,12 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, access, causal_prefix=False):
-        """x [B,T,D]; k_all/v_all: the layer's cache blocks (or None); key_ok [B,T,S] bool;
-        access = (write, read): write(blocks, new) puts new [B,KV,T,hd] rows into the cache,
-        read(blocks, s) gives the blocks holding the batch's first s rows; causal_prefix: the queries
-        occupy cache rows 0..T-1, so they attend only to each other (causally, skipping keys
-        past each chunk) and the cache is written, never read."""
+    def __call__(self, x, cos, sin, key_ok, kv: Optional[LayerKV], at: Optional[CacheIndex],
+                 causal_prefix: bool = False):
+        """x [B,T,D]; key_ok [B,T,S] bool; kv: this layer's cache (or None) and `at` where
+        this pass's tokens go in it. causal_prefix: the queries occupy cache rows 0..T-1, so
+        they attend only to each other (causally, skipping keys past each chunk) and the
+        cache is written, never read. Returns (out [B,T,D], kv after the write)."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -189,18 +160,15 @@ class Attention(nnx.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B,KV,T,hd]
-        s = key_ok.shape[-1]  # attend over the first s cache rows only
-        if k_all is None or causal_prefix:
+        if kv is not None:
+            kv = kv.write(k, v, at)
+        if kv is None or causal_prefix:  # this pass's own keys are all there is to read
+            s = key_ok.shape[-1]
             keys, values = [k[:, :, :s].transpose(0, 1, 3, 2)], [v[:, :, :s]]
-        if k_all is None:
-            k_all, v_all = k, v
         else:
-            write, read = access
-            k_all, v_all = write(k_all, k, True), write(v_all, v, False)
-            if not causal_prefix:
-                keys, values = read(k_all, s, True), read(v_all, s, False)
+            keys, values = kv.read(at)
         out = attend(q, keys, values, key_ok, causal_prefix)
-        return self.o_proj(out.reshape(b, t, -1)), k_all, v_all
+        return self.o_proj(out.reshape(b, t, -1)), kv
 
 
 def attend(q, k_blocks, v_blocks, key_ok, causal_prefix: bool):
@@ -263,16 +231,27 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype)
 
-    def __call__(self, x, cos, sin, k_all, v_all, key_ok, access, causal_prefix=False):
-        a, k_all, v_all = self.attn(self.input_norm(x), cos, sin, k_all, v_all, key_ok, access,
-                                    causal_prefix)
+    def __call__(self, x, cos, sin, key_ok, kv, at, causal_prefix=False):
+        a, kv = self.attn(self.input_norm(x), cos, sin, key_ok, kv, at, causal_prefix)
         x = x + a
         x = x + self.mlp(self.post_attn_norm(x))
-        return x, k_all, v_all
+        return x, kv
+
+
+# remat_policy -> what the backward pass keeps of each layer (the rest is recomputed)
+REMAT_POLICIES = {
+    "none": None,  # no rematerialization: everything is kept
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 class Decoder(nnx.Module):
-    """The frozen decoder-only backbone."""
+    """The frozen decoder-only backbone. Layers are unrolled (`self.layers[i]`), or with
+    `cfg.scan_layers` one `DecoderLayer` whose weights carry a leading layer axis
+    (created under `nnx.vmap`, logical axis "layers") and run under `jax.lax.scan`:
+    compile time no longer grows with depth."""
 
     def __init__(self, cfg: ModelConfig):
         dtype = jnp.dtype(cfg.dtype)
@@ -281,7 +260,12 @@ class Decoder(nnx.Module):
                                         axes=("vocab", "embed"))
         self.embedding_scale = (BackboneWeight(_zeros((cfg.vocab_size,), jnp.float32), axes=("vocab",))
                                 if cfg.quant else None)  # int8: one scale per token row
-        self.layers = nnx.List([DecoderLayer(cfg, dtype) for _ in range(cfg.num_layers)])
+        if cfg.scan_layers:
+            self.layers = nnx.vmap(lambda: DecoderLayer(cfg, dtype), in_axes=(), out_axes=0,
+                                   axis_size=cfg.num_layers,
+                                   transform_metadata={nnx.PARTITION_NAME: None, "axes": "layers"})()
+        else:
+            self.layers = nnx.List([DecoderLayer(cfg, dtype) for _ in range(cfg.num_layers)])
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.lm_head = (None if cfg.tie_word_embeddings else
                         Linear(cfg.hidden_size, cfg.vocab_size, ("embed", "vocab"), bias=False,
@@ -302,6 +286,11 @@ class Decoder(nnx.Module):
         if self.lm_head is None:
             return matmul(hidden, self.embedding[...], transpose_w=True)
         return self.lm_head(hidden)
+
+    def rope(self, positions):
+        """positions [B, T] int -> (cos, sin) [B, T, head_dim / 2] float32."""
+        freqs = positions.astype(jnp.float32)[..., None] * rope_inv_freq(self.config.rope, self.config.head_dim)
+        return jnp.cos(freqs), jnp.sin(freqs)
 
     def __call__(self, tokens=None, *, embeds=None, positions=None, attention_mask=None,
                  cache: Optional[KVCache] = None, slots=None, return_logits: bool = True,
@@ -326,74 +315,56 @@ class Decoder(nnx.Module):
         positions = steps if positions is None else positions
         attention_mask = (jnp.ones((b, t), bool) if attention_mask is None
                           else attention_mask.astype(bool))
-        freqs = positions.astype(jnp.float32)[..., None] * rope_inv_freq(self.config.rope, self.config.head_dim)
-        cos, sin = jnp.cos(freqs), jnp.sin(freqs)
+        cos, sin = self.rope(positions)
 
+        # Which keys each query sees: the cached rows whose mask is set (this pass's tokens
+        # included) at positions up to its own, within the first `span` positions.
+        query_slots = steps if cache is None or slots is None else slots
+        length = t if cache is None else cache.length
+        span = length if kv_len is None else min(kv_len, length)
         if cache is None:
-            query_slots, key_mask, access, full_mask = steps, attention_mask, None, None
+            at, key_mask, new_mask = None, attention_mask, None
         else:
-            query_slots = steps if slots is None else slots
-            rows = jnp.arange(b)[:, None]
-            own = cache.mask if cache_rows is None else cache.mask[cache_rows]
-            key_mask = own.at[rows, query_slots].set(attention_mask)
-            full_mask = (key_mask if cache_rows is None  # out-of-range cache_rows are dropped
-                         else cache.mask.at[cache_rows].set(key_mask, mode="drop"))
-            target = (rows if cache_rows is None else cache_rows[:, None])[:, None]
-            heads = jnp.arange(self.config.num_kv_heads)[None, :, None]
+            at = CacheIndex(slots=query_slots, rows=cache_rows, span=span)
+            key_mask, new_mask = cache.key_mask(attention_mask, at)
+        key_ok = key_mask[:, None, :span] & (jnp.arange(span)[None, None, :] <= query_slots[:, :, None])
 
-            def write(blocks, new, keys):  # new [B,KV,T,hd] into rows (target, head, slot)
-                out, at = [], 0
-                for blk in blocks:
-                    n = blk.shape[-1 if keys else 2]
-                    if at < s:  # every slot is below s, so later blocks are never written
-                        rel = query_slots - at
-                        rel = jnp.where((rel >= 0) & (rel < n), rel, n)[:, None]  # n: dropped
-                        at_rows = blk.at[target, heads, :, rel] if keys else blk.at[target, heads, rel]
-                        blk = at_rows.set(new.astype(blk.dtype), mode="drop")
-                    out.append(blk)
-                    at += n
-                return tuple(out)
+        run = functools.partial(_run_layer, cos=cos, sin=sin, key_ok=key_ok, at=at,
+                                causal_prefix=slots is None)
+        policy = self.config.remat_mode
+        if policy != "none":
+            run = jax.checkpoint(run, policy=REMAT_POLICIES[policy], static_argnums=(0,))
+        if self.config.scan_layers:
+            x, layer_kv = self._scan_layers(run, x, cache)
+        else:
+            layer_kv = []
+            for i, layer in enumerate(self.layers):
+                graphdef, state = nnx.split(layer)
+                x, kv = run(graphdef, state, x, None if cache is None else cache.layer(i))
+                layer_kv.append(kv)
 
-            def read(blocks, n, keys):
-                out, at = [], 0
-                for blk in blocks:
-                    if at >= n:
-                        break
-                    blk = blk if cache_rows is None else blk[cache_rows]
-                    size = blk.shape[-1 if keys else 2]
-                    if at + size > n:
-                        blk = blk[..., :n - at] if keys else blk[:, :, :n - at]
-                    out.append(blk)
-                    at += size
-                return out
-
-            access = (write, read)
-        s = key_mask.shape[1] if kv_len is None else min(kv_len, key_mask.shape[1])
-        key_ok = key_mask[:, None, :s] & (jnp.arange(s)[None, None, :] <= query_slots[:, :, None])
-
-        layer_fn = _call_layer_remat if self.config.remat else _call_layer
-        new_k, new_v = [], []
-        for i, layer in enumerate(self.layers):
-            k_i = None if cache is None else cache.k[i]
-            v_i = None if cache is None else cache.v[i]
-            x, k_i, v_i = layer_fn(layer, x, cos, sin, k_i, v_i, key_ok, access, slots is None)
-            new_k.append(k_i)
-            new_v.append(v_i)
         hidden = self.final_norm(x)
         logits = self.lm_logits(hidden) if return_logits else None
-        new_cache = None if cache is None else KVCache(k=tuple(new_k), v=tuple(new_v), mask=full_mask)
+        new_cache = None if cache is None else cache.with_layers(layer_kv, new_mask)
         return logits, hidden, new_cache
 
+    def _scan_layers(self, run, x, cache: Optional[KVCache]):
+        """All layers under one `jax.lax.scan` over the stacked weights; the stacked cache
+        rides in the carry and each layer writes its own slice in place."""
+        graphdef, stacked = nnx.split(self.layers)
+        kv = None if cache is None else cache.layer(None)
 
-def _call_layer(layer, x, cos, sin, k, v, key_ok, access, causal_prefix):
-    return layer(x, cos, sin, k, v, key_ok, access, causal_prefix)
+        def body(carry, xs):
+            x, kv = carry
+            state, i = xs
+            x, kv = run(graphdef, state, x, None if kv is None else kv.replace(layer=i))
+            return (x, None if kv is None else kv.replace(layer=None)), None
+
+        layer_ids = jnp.arange(self.config.num_layers, dtype=jnp.int32)
+        (x, kv), _ = jax.lax.scan(body, (x, kv), (stacked, layer_ids))
+        return x, [kv]
 
 
-def _call_layer_remat(layer, x, cos, sin, k, v, key_ok, access, causal_prefix):
-    """The layer under `jax.checkpoint`: activations are recomputed in the backward pass."""
-    graphdef, state = nnx.split(layer)
-
-    def run(state, x, cos, sin, k, v, key_ok):
-        return nnx.merge(graphdef, state)(x, cos, sin, k, v, key_ok, access, causal_prefix)
-
-    return jax.checkpoint(run)(state, x, cos, sin, k, v, key_ok)
+def _run_layer(graphdef, state, x, kv, *, cos, sin, key_ok, at, causal_prefix):
+    """One decoder layer as a pure function of its weights (what remat and scan wrap)."""
+    return nnx.merge(graphdef, state)(x, cos, sin, key_ok, kv, at, causal_prefix)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from activemem_jax.models.decoder import KVCache
+from activemem_jax.models.kv_cache import KVCache
 from activemem_jax.models.loading import positions_from_mask
 
 

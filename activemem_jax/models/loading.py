@@ -151,7 +151,7 @@ def _read_json(path: str) -> dict:
 
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
                     rules=None, remat: bool = False, activation_dtype: str = "",
-                    quant: str = "") -> PretrainedModel:
+                    quant: str = "", scan_layers: bool = False, remat_policy: str = "") -> PretrainedModel:
     """Load a frozen backbone.
 
     path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
@@ -162,6 +162,9 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     matmuls (`models/quant.py`; the fastest batch-1 decode on CPU); norms and biases keep `dtype`.
     mesh: a `(data, fsdp, tensor)` mesh (default: all devices on the data axis, which
     keeps weights replicated); `rules` overrides the logical-axis table.
+    scan_layers: stack the layers' weights [L, ...] and run them under one scan (compile
+    time independent of depth); remat_policy: "none" | "full" | "dots_saveable" |
+    "dots_with_no_batch_dims_saveable" ("" = "full" with remat, else "none").
     """
     if path == "embedded":
         path = embedded_gguf_path()
@@ -169,7 +172,8 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
                                 "model directory, a .gguf file, or 'embedded')")
-    runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype, "quant": quant}
+    runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype, "quant": quant,
+               "scan_layers": scan_layers, "remat_policy": remat_policy}
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         if not os.path.exists(cfg_path):

@@ -52,7 +52,9 @@ def _path_str(path: tuple) -> str:
 def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
                tie_word_embeddings: bool = False) -> nnx.State:
     """Fill `abstract_state` (from `nnx.eval_shape`) with the reader's tensors, each put
-    directly onto its sharded placement on `mesh`."""
+    directly onto its sharded placement on `mesh`. Stacked layers (`scan_layers`: one
+    `layers.attn.q_proj.kernel` [L, ...] instead of `layers.{i}.attn.q_proj.kernel`) are
+    filled layer by layer from the same per-layer tensors."""
     targets = {}
     unknown = []
     for name in reader.names():
@@ -65,13 +67,14 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
     if unknown:
         log.warning("ignoring %d tensors the decoder does not use, e.g. %s", len(unknown), unknown[:3])
 
+    def source(key: str) -> Optional[str]:  # int8 scales come from the same tensor as their weights
+        if key in targets:
+            return targets[key]
+        return targets.get(key[:-len(_SCALE)]) if key.endswith(_SCALE) else None
+
     flat = nnx.to_flat_state(abstract_state)
-    for path, _ in flat:  # int8 scales come from the same tensor as their weights
-        key = _path_str(path)
-        source = key[:-len(_SCALE)] if key.endswith(_SCALE) else None
-        if source is not None and source in targets:
-            targets[key] = targets[source]
-    missing = [(_path_str(p)) for p, _ in flat if _path_str(p) not in targets]
+    sources = {path: [source(k) for k in _layer_keys(path, var)] for path, var in flat}
+    missing = [k for path, var in flat for k, src in zip(_layer_keys(path, var), sources[path]) if src is None]
     if missing:
         where = sorted({reader.file_of(n) for n in reader.names()}) or ["<empty checkpoint>"]
         expected = [_hf_name_for(p) for p in missing[:5]]
@@ -86,11 +89,26 @@ def load_state(abstract_state: nnx.State, reader, mesh: Mesh, rules=None,
     for path, var in flat:
         key = _path_str(path)
         part = "scale" if key.endswith(_SCALE) else "q" if var.get_value().dtype == np.int8 else None
-        leaves.append((path, _place(var, reader, targets[key], mesh, rules, part, quantized)))
+        names = sources[path]
+        stacked = _is_stacked(path)
+        leaves.append((path, _place(var, reader, names, stacked, mesh, rules, part, quantized)))
     return nnx.from_flat_state(leaves)
 
 
 _SCALE = "_scale"  # `kernel_scale`, `embedding_scale`: the int8 scales of `kernel`, `embedding`
+
+
+def _is_stacked(path: tuple) -> bool:
+    """A stacked layer weight: `layers.attn...` (no layer number after `layers`)."""
+    return len(path) > 1 and str(path[0]) == "layers" and not str(path[1]).isdigit()
+
+
+def _layer_keys(path: tuple, var) -> list[str]:
+    """The unrolled state paths a variable holds: itself, or one per layer when stacked."""
+    if not _is_stacked(path):
+        return [_path_str(path)]
+    rest = _path_str(path[1:])
+    return [f"layers.{i}.{rest}" for i in range(var.get_value().shape[0])]
 
 
 def _hf_name_for(state_path: str) -> str:
@@ -106,11 +124,20 @@ def _hf_name_for(state_path: str) -> str:
     return state_path
 
 
-def _place(var, reader, hf_name: str, mesh: Mesh, rules, part=None, quantized=None):
-    """Put one tensor on its devices. part "q" / "scale": the int8 weights / row scales
-    of hf_name (`quantize_rows`), computed once and kept in `quantized` for the other part."""
-    abstract = var.get_value()
-    expected = tuple(abstract.shape)
+def _host_tensor(reader, hf_name: str, part, quantized: dict) -> np.ndarray:
+    """The tensor as stored (part None), or its int8 rows / row scales (part "q" / "scale"),
+    quantized once and kept in `quantized` until the other part is taken."""
+    if part is None:
+        return reader.read(hf_name)
+    if hf_name not in quantized:
+        quantized[hf_name] = dict(zip(("q", "scale"), quantize_rows(reader.read(hf_name))))
+    out = quantized[hf_name].pop(part)
+    if not quantized[hf_name]:  # both parts placed: free the host copy
+        del quantized[hf_name]
+    return out
+
+
+def _check_shape(reader, hf_name: str, part, expected: tuple):
     file_shape = reader.shape(hf_name)
     if part == "scale":
         file_shape = file_shape[:1]
@@ -118,26 +145,42 @@ def _place(var, reader, hf_name: str, mesh: Mesh, rules, part=None, quantized=No
         raise CheckpointError(
             f"{reader.file_of(hf_name)}: tensor {hf_name!r} has shape {file_shape}, the config "
             f"expects {expected}; config.json and the weights disagree")
-    host: list = []
 
-    def full() -> np.ndarray:  # read (and dequantize) once, shared by all shards
-        if not host:
-            if part is None:
-                host.append(reader.read(hf_name))
-            else:
-                if hf_name not in quantized:
-                    quantized[hf_name] = dict(zip(("q", "scale"), quantize_rows(reader.read(hf_name))))
-                host.append(quantized[hf_name].pop(part))
-                if not quantized[hf_name]:  # both parts placed: free the host copy
-                    del quantized[hf_name]
-        return host[0]
 
-    def shard(index) -> np.ndarray:
-        return np.ascontiguousarray(full()[index], dtype=abstract.dtype)
+def _place(var, reader, hf_names: list, stacked: bool, mesh: Mesh, rules, part=None, quantized=None):
+    """Put one variable on its devices: a single tensor, or (stacked) one per layer along
+    the leading axis. Each distinct shard is assembled on the host once, from tensors read
+    (and quantized) one at a time."""
+    abstract = var.get_value()
+    shape = tuple(abstract.shape)
+    sharding = shd.named_sharding(shape, var.get_metadata().get("axes"), mesh, rules)
+    layer_shape = shape[1:] if stacked else shape
+    for name in hf_names:
+        _check_shape(reader, name, part, layer_shape)
 
-    sharding = shd.named_sharding(expected, var.get_metadata().get("axes"), mesh, rules)
-    value = jax.make_array_from_callback(expected, sharding, shard)
-    host.clear()
+    def norm(index) -> tuple:
+        index = tuple(index) + (slice(None),) * (len(shape) - len(index))
+        return tuple(sl.indices(n) for sl, n in zip(index, shape))
+
+    shards = {norm(i): i for i in sharding.addressable_devices_indices_map(shape).values()}
+    buffers: dict = {}
+    if not stacked:
+        host = _host_tensor(reader, hf_names[0], part, quantized)
+        for key, index in shards.items():
+            buffers[key] = np.ascontiguousarray(host[index], dtype=abstract.dtype)
+        del host
+    else:
+        for key, index in shards.items():
+            buffers[key] = np.empty([len(range(*k)) for k in key], abstract.dtype)
+        for layer, name in enumerate(hf_names):
+            host = _host_tensor(reader, name, part, quantized)
+            for key, index in shards.items():
+                here = range(*key[0])
+                if layer in here:
+                    buffers[key][here.index(layer)] = host[tuple(slice(*k) for k in key[1:])]
+            del host
+    value = jax.make_array_from_callback(shape, sharding, lambda index: buffers[norm(index)])
+    buffers.clear()
     return var.replace(value)
 
 

@@ -62,3 +62,15 @@ def left_padded_batch(rng: np.random.Generator, vocab: int, lengths, width: int)
         ids[i, width - n:] = rng.integers(3, vocab, n)
         mask[i, width - n:] = 1
     return ids, mask
+
+
+def save_word_tokenizer(directory, vocab_size: int):
+    """A word-level tokenizer over `vocab_size` tokens "t0".."tN" (ids = numbers), so an
+    engine over a tiny checkpoint can detokenize; eos "t2"."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(vocab_size)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", bos_token="t1",
+                                                eos_token="t2", pad_token="t0")
+    fast.save_pretrained(directory)
