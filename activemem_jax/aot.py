@@ -330,11 +330,10 @@ class Compilable:
 
 def engine_mesh(mesh, devices, hosts: int):
     """The rollout side's mesh as `Trainer` builds it: the training mesh on one host; with
-    several hosts, `make_mesh(devices=jax.local_devices())` (one device of each host)."""
+    several hosts, `sharding.host_mesh` over one host's devices."""
     if hosts <= 1:
         return mesh
-    local = [d for d in devices if d.process_index == devices[0].process_index]
-    return shd.make_mesh(devices=local)
+    return shd.host_mesh([d for d in devices if d.process_index == devices[0].process_index])
 
 
 def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sft")) -> list[Compilable]:

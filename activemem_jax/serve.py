@@ -401,10 +401,10 @@ def main(argv=None):
         spec.loader.exec_module(module)
         cfg.update(dict(module.get_config().serve))
     cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
-    from activemem_jax.models import load_pretrained
+    from activemem_jax.models import load_from_config
 
-    model = load_pretrained(cfg["model"], dtype=cfg["dtype"], activation_dtype=cfg["activation_dtype"],
-                            quant=cfg["quant"])
+    model = load_from_config({"path": cfg["model"], "dtype": cfg["dtype"], "activation_dtype": cfg["activation_dtype"],
+                              "quant": cfg["quant"]})
     name = cfg["served_model_name"] or ("smollm2-135m-instruct" if cfg["model"] == "embedded"
                                         else os.path.basename(os.path.normpath(cfg["model"])))
     engine = Engine(model, max_slots=cfg["max_slots"], max_len=cfg["max_len"], max_queue=cfg["max_queue"])

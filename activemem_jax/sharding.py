@@ -49,6 +49,12 @@ def make_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1,
     return Mesh(np.asarray(devices[:n]).reshape(sizes), MESH_AXES)
 
 
+def host_mesh(devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
+    """A multi-host run's rollout mesh: FSDP over this host's own devices (each host rolls
+    out with its own engine; the update runs on the global mesh)."""
+    return make_mesh(fsdp=-1, devices=list(devices) if devices is not None else jax.local_devices())
+
+
 def rules_dict(rules: Optional[Iterable] = None) -> dict[str, object]:
     """Normalize a rules table (a mapping, e.g. a ConfigDict, or pairs) over the defaults."""
     if rules is None:

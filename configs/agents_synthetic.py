@@ -16,6 +16,7 @@ def get_config() -> ml_collections.ConfigDict:
         base_url="",        # an OpenAI-compatible endpoint; empty: in-process engine on `path`
         name="", api_key="",
         path="embedded", max_slots=8, max_len=4096,
+        dtype="float32", activation_dtype="", quant="",   # in-process engine precision (load_from_config)
     ))
     c.benchmark = ml_collections.ConfigDict(dict(
         name="synthetic",   # synthetic | gaia | browsecomp_plus

@@ -100,11 +100,14 @@ class EngineClient:
         self.engine, self.defaults = engine, defaults
 
     @classmethod
-    def from_model(cls, path: str = "embedded", max_slots: int = 8, max_len: int = 4096, **defaults):
+    def from_model(cls, model="embedded", max_slots: int = 8, max_len: int = 4096, **defaults):
+        """model: a checkpoint path, or a config's `model` section (path, dtype,
+        activation_dtype, quant, ...: `activemem_jax.models.load_from_config`)."""
         from activemem_jax.engine import Engine
-        from activemem_jax.models import load_pretrained
+        from activemem_jax.models import load_from_config
 
-        return cls(Engine(load_pretrained(path), max_slots=max_slots, max_len=max_len), **defaults)
+        section = {"path": model} if isinstance(model, str) else model
+        return cls(Engine(load_from_config(section), max_slots=max_slots, max_len=max_len), **defaults)
 
     def complete(self, messages, tag=None, **sampling) -> Completion:
         from activemem_jax.engine import SamplingParams

@@ -1,6 +1,6 @@
 """Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
 
-    python -m launch.bench_memory [--sft-steps 30 --grpo-steps 6 --eval-tasks 32]
+    python -m launch.bench_memory [--sft-steps 80 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -37,20 +37,23 @@ def _config(overrides: dict, args, out_dir: str):
     cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
     cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps)
     cfg.data.update(n_facts=args.n_facts, n_questions=args.n_facts + 2, max_turns=2 * args.n_facts + 2)
-    for key, value in overrides.items():
+    for key, value in [*(kv.split("=", 1) for kv in args.set), *overrides.items()]:
         section, name = key.split(".")
-        cfg[section][name] = value
+        old = cfg[section][name]
+        cfg[section][name] = type(old)(value) if isinstance(value, str) and not isinstance(old, str) else value
     return cfg
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sft-steps", type=int, default=30)
-    p.add_argument("--grpo-steps", type=int, default=6)
+    p.add_argument("--sft-steps", type=int, default=80)
+    p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--n-facts", type=int, default=4)
     p.add_argument("--eval-tasks", type=int, default=32)
-    p.add_argument("--curve-every", type=int, default=10, help="evaluate on 8 tasks every N steps")
+    p.add_argument("--curve-every", type=int, default=40, help="evaluate on 8 tasks every N steps")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a config field of configs/activemem_tiny_cpu.py (repeatable)")
     p.add_argument("--out", default="bench_results/memory.json")
     args = p.parse_args()
 

@@ -16,12 +16,11 @@ def main(argv):
     del argv
     cfg = _CONFIG.value
     from activemem_jax import sharding
-    from activemem_jax.models import load_pretrained
+    from activemem_jax.models import load_from_config
 
     t0 = time.perf_counter()
     mesh = sharding.make_mesh(**cfg.mesh)
-    model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype, mesh=mesh,
-                            rules=cfg.sharding.rules, remat=cfg.model.remat)
+    model = load_from_config(cfg.model, mesh=mesh, rules=cfg.sharding.rules)
     c = model.config
     print(f"loaded {model.path}: {c.model_type}, {c.num_layers} layers, d={c.hidden_size}, "
           f"{c.num_params / 1e6:.1f}M params, {c.dtype}, mesh {dict(mesh.shape)} "

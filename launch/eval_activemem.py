@@ -27,16 +27,14 @@ def run(cfg) -> dict:
     from activemem_jax.data import synthetic_world
     from activemem_jax.data.retrieval import BM25Retriever
     from activemem_jax.engine import Engine
-    from activemem_jax.models import load_pretrained
+    from activemem_jax.models import load_from_config
 
     console = Console(stderr=True)
     base = PolicyConfig.from_dict(cfg.policy.to_dict())
     b = cfg.benchmark
     world = synthetic_world.generate(seed=b.seed, n_entities=b.n_entities)
     tasks = {n: synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed) for n in b.n_objectives}
-    model = load_pretrained(cfg.model.path, dtype=cfg.model.dtype,
-                            activation_dtype=cfg.model.get("activation_dtype", ""),
-                            quant=cfg.model.get("quant", ""))
+    model = load_from_config(cfg.model)
     restore = None
     if cfg.checkpoint:
         from activemem_jax.rl.checkpoints import restore_policy

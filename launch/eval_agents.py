@@ -64,7 +64,7 @@ def make_client(cfg):
 
     if cfg.model.base_url:
         return OpenAIClient(cfg.model.base_url, model=cfg.model.name or None, api_key=cfg.model.api_key or None)
-    return EngineClient.from_model(cfg.model.path, max_slots=cfg.model.max_slots, max_len=cfg.model.max_len)
+    return EngineClient.from_model(cfg.model, max_slots=cfg.model.max_slots, max_len=cfg.model.max_len)
 
 
 def make_agent(name: str, client, tools, cfg):

@@ -68,12 +68,6 @@ def test_decode_step_compiles_for_the_slice(setup):
     assert report.fits and report.work.tokens == cfg.engine.max_slots
     weights = {".".join(map(str, p)): s for p, s in _leaves_with_path(compiled.input_shardings[0][0])}
     assert _not_replicated(weights[next(k for k in weights if "q_proj" in k)])
-    from activemem_jax.engine import core
-
-    if not hasattr(core, "state_shardings"):
-        # KV CACHE ASSERTION PENDING: the engine replicates its decode state until the
-        # sharded engine state (issue 16, part 2) lands; then this branch goes away.
-        pytest.xfail("engine.core has no state_shardings yet: the KV cache is replicated")
     cache = compiled.input_shardings[0][1].cache
     k_blocks = [s for s in _leaves(cache) if isinstance(s, NamedSharding)]
     assert k_blocks and all(_not_replicated(s) for s in k_blocks), k_blocks[:2]

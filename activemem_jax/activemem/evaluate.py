@@ -24,7 +24,7 @@ VARIANTS = {
     "plain": dict(num_latents=0, use_tree=False, layout="full"),
     "truncate": dict(num_latents=0, use_tree=False, layout="constant"),
 }
-METRICS = ("em", "f1", "peak_tokens", "dependency_length", "time_s", "turns")
+METRICS = ("em", "f1", "peak_tokens", "dependency_length", "time_s", "compile_s", "turns")
 
 
 def variant_config(base: PolicyConfig, variant: str) -> PolicyConfig:
@@ -41,7 +41,8 @@ def trajectory_row(variant: str, traj: Trajectory) -> dict:
     return {"variant": variant, "n_objectives": n, "task": traj.task.get("id"), "uid": traj.uid,
             "answer": traj.info.get("answer"), "reward": traj.reward, "em": traj.reward / n, "f1": f1,
             "peak_tokens": traj.peak_tokens, "dependency_length": traj.dependency_length,
-            "time_s": round(traj.time_s, 3), "turns": len(traj.steps),
+            "time_s": round(traj.time_s, 3), "compile_s": round(traj.compile_s, 3),
+            "turns": len(traj.steps),
             "tree_actions": [s.tree_action for s in traj.steps],
             "context_overflow": bool(traj.info.get("context_overflow", False)),
             "responses": [s.text for s in traj.steps]}
@@ -50,21 +51,33 @@ def trajectory_row(variant: str, traj: Trajectory) -> dict:
 def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[str],
              tasks_by_n: dict, max_turns: Callable[[int], int], *, seed: int = 0,
              temperature: float = 0.01, restore: Optional[Callable[[ActiveMem], None]] = None,
-             on_batch: Optional[Callable[[str, int, list], None]] = None) -> list[dict]:
-    """One rollout batch per (variant, N); `restore(policy)` loads trained controller
-    params / tree into the `activemem` variant. Tree actions are greedy."""
+             on_batch: Optional[Callable[[str, int, list], None]] = None,
+             together: bool = True) -> list[dict]:
+    """Rollouts of every variant on every N; `restore(policy)` loads trained controller
+    params / tree into the `activemem` variant. Tree actions are greedy.
+
+    together=True runs all N of a variant in one rollout batch (each task with its own
+    turn budget), so a variant costs one pass of turns, not one per N; a trajectory's
+    time is then its wall time inside that shared batch. together=False: one batch per
+    (variant, N)."""
     rows = []
     for variant in variants:
         policy = ActiveMem(model, engine, variant_config(base, variant), seed=seed)
         if restore is not None and variant == "activemem":
             restore(policy)
-        for n, tasks in sorted(tasks_by_n.items()):
-            env = MultiObjectiveQAEnv(retriever, max_turns=max_turns(n))
+        batches = ([[t for _, ts in sorted(tasks_by_n.items()) for t in ts]] if together
+                   else [tasks for _, tasks in sorted(tasks_by_n.items())])
+        for tasks in batches:
+            tasks = [{**t, "max_turns": max_turns(len(t["answers"]))} for t in tasks]
+            env = MultiObjectiveQAEnv(retriever, max_turns=max(t["max_turns"] for t in tasks))
             result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature)
-            batch = [trajectory_row(variant, t) for t in result.trajectories]
-            rows += batch
-            if on_batch is not None:
-                on_batch(variant, n, batch)
+            by_n: dict = {}
+            for t in result.trajectories:
+                by_n.setdefault(len(t.task["answers"]), []).append(trajectory_row(variant, t))
+            for n, batch in sorted(by_n.items()):
+                rows += batch
+                if on_batch is not None:
+                    on_batch(variant, n, batch)
     return rows
 
 
@@ -79,13 +92,13 @@ def summarize(rows: Sequence[dict]) -> dict:
 
 
 def format_table(summary: dict) -> str:
-    lines = ["| variant | N | tasks | EM | F1 | peak tokens | dependency | time/traj s | turns |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| variant | N | tasks | EM | F1 | peak tokens | dependency | time/traj s (no compile) | compile s "
+             "| turns |", "|---|---|---|---|---|---|---|---|---|---|"]
     for v, by_n in summary.items():
         for n, s in by_n.items():
             lines.append(f"| {v} | {n} | {s['tasks']} | {s['em']:.3f} | {s['f1']:.3f} | "
                          f"{s['peak_tokens']:.0f} | {s['dependency_length']:.3g} | {s['time_s']:.1f} | "
-                         f"{s['turns']:.1f} |")
+                         f"{s['compile_s']:.1f} | {s['turns']:.1f} |")
     return "\n".join(lines)
 
 
@@ -106,8 +119,6 @@ def plot_peak_tokens(summary: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
 
 
 # ---------------------------------------------------------------- recall (envs/recall.py)

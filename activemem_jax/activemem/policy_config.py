@@ -125,7 +125,8 @@ class Trajectory:
     info: dict = dataclasses.field(default_factory=dict)
     peak_tokens: int = 0
     dependency_length: float = 0.0
-    time_s: float = 0.0
+    time_s: float = 0.0     # wall time to the episode's end, compilation excluded
+    compile_s: float = 0.0  # compilation during the episode (not in time_s)
 
 
 __all__ = ["PolicyConfig", "SCOPES", "STEP_MODES", "Step", "Trajectory"]

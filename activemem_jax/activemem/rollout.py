@@ -35,7 +35,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from activemem_jax import metrics
+from activemem_jax import compile_clock, metrics
 from activemem_jax.activemem.collate import collate
 from activemem_jax.activemem.commit import finish, finish_episodes, telemetry
 from activemem_jax.activemem.controller import Controller
@@ -183,7 +183,12 @@ class ActiveMem:
         trajs = [Trajectory(task=t, uid=u, steps=[]) for t, u in zip(tasks, uids)]
         done = [False] * e
         paths = []
-        start = time.perf_counter()
+        start, compiled0 = time.perf_counter(), compile_clock.seconds()
+
+        def elapsed():  # (wall time without compilation, compilation) since start
+            c = compile_clock.seconds() - compiled0
+            return time.perf_counter() - start - c, c
+
         base_key = jax.random.PRNGKey(seed)
         scfg = dataclasses.replace(c.step_config, greedy=greedy, rule=tree_rule)
         turn = 0
@@ -220,7 +225,7 @@ class ActiveMem:
                 outputs = {i: self._scripted(texts[i]) for i in live}
             texts = [texts.get(i, "") for i in range(e)]
             obs, rewards, dones, infos = env.step(texts)
-            now = time.perf_counter() - start
+            now, compiling = elapsed()
             for i in live:
                 o = outputs[i]
                 trajs[i].steps.append(Step(
@@ -229,7 +234,8 @@ class ActiveMem:
                     text=texts[i], observation=obs[i], h=h[i], p_bar=np.asarray(out.p_bar[i]),
                     tree_action=int(out.action[i]), tree_logp=float(out.logp[i]),
                     tree_mask=np.asarray(out.mask[i]), path=np.asarray(out.path[i]),
-                    reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i], pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
+                    reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i],
+                    pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
                     writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
                     writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i])))
                 histories[i].append((texts[i], obs[i]))
@@ -237,11 +243,11 @@ class ActiveMem:
                 if dones[i]:
                     done[i] = True
                     trajs[i].reward = float(infos[i]["reward"])
-                    trajs[i].time_s = now
+                    trajs[i].time_s, trajs[i].compile_s = now, compiling
             turn += 1
         for t in trajs:
             if not t.time_s:
-                t.time_s = time.perf_counter() - start
+                t.time_s, t.compile_s = elapsed()
             self._measure(t)
         max_depth = c.max_depth
         overlay_paths = (jnp.stack(paths, axis=1) if paths

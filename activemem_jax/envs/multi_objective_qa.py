@@ -110,7 +110,7 @@ class MultiObjectiveQAEnv:
             if not ep.done:
                 act = parsed[i]
                 ep.turn += 1
-                left = self.max_turns - ep.turn
+                left = ep.task.get("max_turns", self.max_turns) - ep.turn  # a task may set its own budget
                 if act.kind == "answer":
                     ep.answer = act.content
                     golds = ep.task["answers"]

@@ -12,10 +12,11 @@ from activemem_jax.models.decoder import BackboneWeight, Decoder
 from activemem_jax.models.embedded import embedded_gguf_path
 from activemem_jax.models.generate import greedy_generate
 from activemem_jax.models.kv_cache import KVCache
-from activemem_jax.models.loading import PretrainedModel, forward, load_pretrained, positions_from_mask
+from activemem_jax.models.loading import (PretrainedModel, forward, load_from_config, load_pretrained,
+                                         positions_from_mask)
 
 __all__ = [
     "BackboneWeight", "CheckpointError", "Decoder", "KVCache", "ModelConfig", "PretrainedModel",
     "RopeConfig", "UnsupportedModelError", "embedded_gguf_path", "forward", "greedy_generate",
-    "load_pretrained", "positions_from_mask",
+    "load_from_config", "load_pretrained", "positions_from_mask",
 ]

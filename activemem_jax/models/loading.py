@@ -62,7 +62,12 @@ class PretrainedModel:
 
             directory, kwargs = self._tokenizer_source
             try:
-                self._tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+                if "gguf_file" in kwargs:  # transformers' GGUF reader imports torch; this one does not
+                    from activemem_jax.gguf_tokenizer import gguf_tokenizer
+
+                    self._tokenizer = gguf_tokenizer(os.path.join(directory, kwargs["gguf_file"]))
+                else:
+                    self._tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
             except Exception as e:
                 raise CheckpointError(f"{self.path}: cannot load the tokenizer ({e})") from e
         return self._tokenizer
@@ -199,5 +204,20 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
                            tokenizer_source=tokenizer_source, rules=rules)
 
 
+MODEL_FIELDS = ("path", "dtype", "activation_dtype", "quant", "remat", "scan_layers", "remat_policy")
 
-__all__ = ["load_pretrained", "PretrainedModel", "forward", "positions_from_mask"]
+
+def load_from_config(model_cfg, *, mesh: Optional[Mesh] = None, rules=None, **override) -> PretrainedModel:
+    """`load_pretrained` with a config's `model` section (path, dtype, activation_dtype,
+    quant, remat, scan_layers, remat_policy; missing fields take their defaults);
+    `override` replaces fields (e.g. remat=False for a rollout-only copy)."""
+    fields = {k: model_cfg[k] for k in MODEL_FIELDS if k in model_cfg}
+    fields.update(override)
+    path = fields.pop("path", None)
+    if not path:
+        raise ValueError("model.path is missing: a checkpoint directory, a .gguf file or 'embedded'")
+    return load_pretrained(path, mesh=mesh, rules=rules, **fields)
+
+
+__all__ = ["MODEL_FIELDS", "load_from_config", "load_pretrained", "PretrainedModel", "forward",
+           "positions_from_mask"]

@@ -149,4 +149,28 @@ def restore_policy(directory: str, policy, step: Optional[int] = None) -> int:
     return out["step"]
 
 
-__all__ = ["CheckpointMismatch", "Checkpoints", "restore_policy", "to_saveable"]
+def jsonable(state):
+    """A data-iterator state as JSON (grain iterator states may hold bytes)."""
+    if isinstance(state, bytes):
+        return {"__bytes__": state.hex()}
+    if isinstance(state, dict):
+        return {k: jsonable(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return [jsonable(v) for v in state]
+    if isinstance(state, (np.integer,)):
+        return int(state)
+    return state
+
+
+def from_jsonable(state):
+    """The inverse of `jsonable`."""
+    if isinstance(state, dict):
+        if set(state) == {"__bytes__"}:
+            return bytes.fromhex(state["__bytes__"])
+        return {k: from_jsonable(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [from_jsonable(v) for v in state]
+    return state
+
+
+__all__ = ["CheckpointMismatch", "Checkpoints", "from_jsonable", "jsonable", "restore_policy", "to_saveable"]

@@ -39,3 +39,21 @@ def test_variants():
     assert (trunc.num_latents, trunc.use_tree, trunc.layout) == (0, False, "constant")
     with pytest.raises(ValueError, match="variant"):
         ev.variant_config(base, "amem")
+
+
+@pytest.mark.slow
+def test_evaluate_runs_every_n_in_one_batch_with_its_own_turn_budget(embedded_model, engine, world, bm25):
+    """All N of a variant share one rollout batch; each task keeps its own turn budget;
+    time per trajectory excludes compilation (counted apart)."""
+    from activemem_jax.data import synthetic_world
+
+    tasks = {n: synthetic_world.make_tasks(world, "test", n, 1, seed=0) for n in (1, 3)}
+    base = PolicyConfig(num_latents=2, max_tokens=12, capacity=64, max_ops=4)
+    seen = []
+    rows = ev.evaluate(embedded_model, engine, bm25, base, ["activemem", "plain"], tasks, lambda n: n + 1,
+                       on_batch=lambda v, n, b: seen.append((v, n, len(b))))
+    assert seen == [("activemem", 1, 1), ("activemem", 3, 1), ("plain", 1, 1), ("plain", 3, 1)]
+    assert all(r["turns"] <= r["n_objectives"] + 1 for r in rows)  # each task's own budget
+    assert all(r["time_s"] > 0 and r["compile_s"] >= 0 for r in rows)
+    s = ev.summarize(rows)
+    assert set(s) == {"activemem", "plain"} and set(s["plain"]) == {1, 3}

@@ -47,11 +47,13 @@ def test_grpo_raises_the_reward_the_prefix_controls(tmp_path, embedded_model, en
 
 
 def test_a_non_finite_update_is_skipped(tmp_path, tiny_model, tiny_engine):
+    from activemem_jax.rl.rows import HOST_KEYS
+
     trainer = make_trainer(tmp_path, tiny_model, tiny_engine, steps=1)
     try:
         result, _ = trainer.rollout()
         batch = trainer._rows(result, np.ones(16, np.float32), np.zeros(16, np.float32))
-        chunk = trainer._shard(batch)
+        chunk = trainer.hosts.shard(batch, skip=HOST_KEYS)
         chunk["old_logp"] = trainer.update.logprobs(trainer.params, tiny_model.state, chunk)
         chunk["adv"] = chunk["adv"] * np.nan
         snapshot = jax.tree.map(np.asarray, trainer.params)
