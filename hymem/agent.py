@@ -3,6 +3,14 @@ separate context spaces; only typed returns cross their boundaries (paper sectio
 
     agent = HyMemAgent(client, toolbox, HyMemConfig())
     result = agent.run(question)   # Result(answer, confidence, trace, usage)
+
+Fold trigger (Eq. 17, SPEC 5 R2): every counter counts since the last fold, consecutive
+executor failures included; context utilization is the token count of the planner prompt
+the next call would send (`client.count_tokens` when the client has it, else the prompt's
+characters at the tokens-per-character rate of the run's last real call). Fold (Eq. 13):
+each memory is rewritten from its previous value and the histories (`hymem.memory.fold`).
+Context guard: an executor or isolated session whose next prompt would not fit the
+context window ends there and returns what it has.
 """
 
 from __future__ import annotations
@@ -53,7 +61,30 @@ class HyMemAgent:
     def _call(self, run: dict, messages: list, space: str) -> str:
         out = traced_complete(self.client, messages, space, self.config.sampling, run["usage"], run["trace"])
         run["last_tokens"][space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
+        chars = _chars(messages)
+        if out.prompt_tokens > 0 and chars > 0:
+            run["tokens_per_char"] = out.prompt_tokens / chars
         return out.text
+
+    def _tokens(self, run: dict, messages: list) -> int:
+        """The prompt's token count: the client's own count, else an estimate at the rate
+        of the last real call."""
+        count = getattr(self.client, "count_tokens", None)
+        if count is not None:
+            try:
+                return int(count(messages))
+            except Exception:
+                pass
+        return int(_chars(messages) * run["tokens_per_char"])
+
+    def _fits(self, run: dict, messages: list, space: str) -> bool:
+        """Context guard for executor and isolated sessions."""
+        n = self._tokens(run, messages)
+        if n <= self.config.context_window:
+            return True
+        run["trace"].append({"type": "context_guard", "space": space, "prompt_tokens": n,
+                             "context_window": self.config.context_window})
+        return False
 
     # ------------------------------------------------------------------ executor
     def _execute(self, run: dict, directive: str) -> dict:
@@ -65,7 +96,12 @@ class HyMemAgent:
         messages = [{"role": "system", "content": prompts.EXECUTOR.format(tools=self.tools.describe())},
                     {"role": "user", "content": f"Search target: {directive}"
                                                 + (f"\n\n{tool_memory}" if tool_memory else "")}]
-        for _ in range(cfg.execute_turns):
+        result = None
+        for turn in range(cfg.execute_turns):
+            if not self._fits(run, messages, "executor"):
+                result = {"findings": "", "evidence": "", "sources": "", "status": "failed",
+                          "gaps": f"the executor context was full after {turn} turns"}
+                break
             text = self._call(run, messages, "executor")
             messages.append({"role": "assistant", "content": text})
             action = parse_executor(text)
@@ -73,18 +109,21 @@ class HyMemAgent:
                 result = parse_results(action.results)
                 break
             if action.kind == "invalid":
+                run["trace"].append({"type": "invalid_action", "space": "executor", "reason": action.reason[:200]})
                 messages.append({"role": "user", "content": prompts.EXECUTOR_CORRECTION.format(why=action.reason)})
                 continue
             ok, raw = self.tools.call(action.name, action.arguments)
             run["tool_calls"] += 1
-            run["tool_log"].append({"tool": action.name, "arguments": action.arguments, "ok": ok})
-            run["trace"].append({"type": "tool_call", "tool": action.name, "arguments": action.arguments,
+            args = _short(action.arguments)
+            run["tool_log"].append({"tool": action.name[:100], "arguments": args, "ok": ok})
+            run["trace"].append({"type": "tool_call", "tool": action.name[:100], "arguments": args,
                                  "ok": ok, "chars": len(raw)})
             seen = distill(raw) if ok else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}"
             messages.append({"role": "user", "content": f"<observation>{seen or 'No usable content.'}</observation>"})
-        else:
+        if result is None:
             result = {"findings": "", "evidence": "", "sources": "", "status": "failed",
                       "gaps": f"no results within {cfg.execute_turns} executor turns"}
+        # consecutive failures; a fold resets the count (Eq. 17: since the last fold)
         run["executor_failures"] = run["executor_failures"] + 1 if result["status"] == "failed" else 0
         run["executor_summaries"].append(f"{directive} -> {result['status']}: {result['findings'][:300]}")
         return result
@@ -102,18 +141,29 @@ class HyMemAgent:
                     {"role": "user", "content": f"Question (MAIN): {run['question']}\n\n"
                                                 f"{run['memories'].render()}\n\nRecent MAIN state:\n{state}\n\n"
                                                 f"Assigned reasoning objective: {objective}"}]
-        for _ in range(cfg.max_iso_reasoning_turn):
+        ret = None
+        for turn in range(cfg.max_iso_reasoning_turn):
+            if not self._fits(run, messages, "iso"):
+                ret = {"conclusion": "no conclusion: the isolated context was full", "key_evidence": "",
+                       "confidence": 0.0, "notes": f"context window reached after {turn} turns"}
+                break
             text = self._call(run, messages, "iso")
             messages.append({"role": "assistant", "content": text})
             kind, value = parse_iso(text)
             if kind == "return":
-                return value
+                ret = value
+                break
             if kind == "task":
                 messages.append({"role": "user", "content": self._render_results(self._execute(run, value))})
             else:
+                run["trace"].append({"type": "invalid_action", "space": "iso", "reason": str(value)[:200]})
                 messages.append({"role": "user", "content": prompts.ISO_CORRECTION})
-        return {"conclusion": "no conclusion within the turn budget", "key_evidence": "",
-                "confidence": 0.0, "notes": f"{cfg.max_iso_reasoning_turn} isolated turns used"}
+        if ret is None:
+            ret = {"conclusion": "no conclusion within the turn budget", "key_evidence": "",
+                   "confidence": 0.0, "notes": f"{cfg.max_iso_reasoning_turn} isolated turns used"}
+        run["iso_summaries"].append(f"{objective[:300]} -> {str(ret['conclusion'])[:300]} "
+                                    f"(confidence {ret['confidence']})")
+        return ret
 
     # ------------------------------------------------------------------ memory
     def _fold(self, run: dict, history: list, trigger: str) -> None:
@@ -122,16 +172,21 @@ class HyMemAgent:
             text = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
             recent = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-self.config.recent_turns:])
             tools = json.dumps(run["tool_log"][-50:], ensure_ascii=False)
+            # inputs clipped to about half the window, at the run's tokens-per-character rate
+            max_chars = int(0.5 * self.config.context_window / max(run["tokens_per_char"], 1e-3))
             fold(run["memories"], lambda msgs, space: self._call(run, msgs, space), run["question"], text,
-                 "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append)
+                 "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append,
+                 iso_summary="\n".join(run["iso_summaries"][-10:]), max_input_chars=max_chars)
         history.clear()
+        run["executor_failures"] = 0
         run["since_fold"] = {"executor_calls": run["executor_calls"], "tool_calls": run["tool_calls"],
                              "planner_turn": run["planner_turn"]}
 
-    def _trigger(self, run: dict) -> Optional[str]:
-        """Eq. 17: the first fold condition that holds, or None."""
+    def _trigger(self, run: dict, history: list) -> Optional[str]:
+        """Eq. 17: the first fold condition that holds, or None. Every counter counts since
+        the last fold."""
         cfg, since = self.config, run["since_fold"]
-        if run["last_tokens"].get("planner", 0) > cfg.fold_utilization * cfg.context_window:
+        if self._tokens(run, self._planner_messages(run, history)) > cfg.fold_utilization * cfg.context_window:
             return "context_utilization"
         if run["executor_calls"] - since["executor_calls"] >= cfg.fold_executor_calls:
             return "executor_calls"
@@ -155,7 +210,8 @@ class HyMemAgent:
         run: dict[str, Any] = {
             "question": question, "memories": Memories(), "trace": [], "usage": {}, "last_tokens": {},
             "executor_calls": 0, "executor_failures": 0, "tool_calls": 0, "planner_turn": 0,
-            "iso_used": 0, "tool_log": [], "executor_summaries": [],
+            "iso_used": 0, "tool_log": [], "executor_summaries": [], "iso_summaries": [],
+            "tokens_per_char": 0.3,  # until a call reports its prompt tokens
             "since_fold": {"executor_calls": 0, "tool_calls": 0, "planner_turn": 0},
         }
         history: list[dict] = []
@@ -181,10 +237,11 @@ class HyMemAgent:
             elif action.kind == "fold":
                 self._fold(run, history, "to_memory")
             else:
+                run["trace"].append({"type": "invalid_action", "space": "planner", "reason": action.reason[:200]})
                 history.append({"role": "user", "content": prompts.PLANNER_CORRECTION})
             self._record_context(run, history)
             if answer is None and action.kind != "fold":
-                trigger = self._trigger(run)
+                trigger = self._trigger(run, history)
                 if trigger:
                     self._fold(run, history, trigger)
         if answer is None:  # one forced-answer turn
@@ -205,3 +262,12 @@ class HyMemAgent:
                              "history_messages": len(history),
                              "total_tokens": sum(u["prompt_tokens"] + u["completion_tokens"]
                                                  for u in run["usage"].values())})
+
+
+def _chars(messages: list) -> int:
+    return sum(len(str(m.get("content", ""))) for m in messages)
+
+
+def _short(arguments: dict, max_chars: int = 500) -> dict:
+    """Tool arguments as traced: keys and string values clipped."""
+    return {str(k)[:100]: (v[:max_chars] if isinstance(v, str) else v) for k, v in list(arguments.items())[:20]}

@@ -3,8 +3,9 @@
 - ReAct: one growing context; raw observations appended; `max_turns` cap (100).
 - Summary agent: when the context passes `summary_threshold` tokens, the last 3 turns
   are summarized by the model and replaced by the summary; the older history stays.
-- ReSum: at `resum_fraction` (90%) of the context window, everything after the question
-  is summarized into one summary and the context restarts from [system, question + summary].
+- ReSum: at `resum_fraction` (90%) of the context window, the previous summary and
+  everything after it are summarized into one new summary (SPEC 5 R2: nothing found
+  earlier is lost) and the context restarts from [system, question + summary].
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hymem.agent import Result
+from hymem.agent import Result, _short
 from hymem.llm import traced_complete
 from hymem.parsing import parse_confidence, parse_executor
 from hymem.tools import Toolbox
@@ -26,6 +27,9 @@ or give the final answer as <answer>...</answer><confidence>0-1</confidence>."""
 
 SUMMARIZE = ("Summarize the following agent steps into a short, factual note that keeps every entity, "
              "number, source and partial answer found so far:\n\n{steps}")
+RESUMMARIZE = ("Update the summary of this search with the agent steps since it. Keep every entity, number, "
+               "source and partial answer from the previous summary and add what the new steps found.\n\n"
+               "Previous summary:\n{summary}\n\nSteps since the summary:\n{steps}")
 
 
 @dataclasses.dataclass
@@ -53,7 +57,7 @@ class FlatAgent:
         system = {"role": "system", "content": REACT_SYSTEM.format(tools=self.tools.describe())}
         head = {"role": "user", "content": f"Question: {question}"}
         history: list[dict] = []
-        answer, confidence = "", None
+        answer, confidence, summary = "", None, ""
         for turn in range(1, cfg.max_turns + 1):
             out = self._call(run, [system, head] + history, cfg.mode)
             text = out.text
@@ -68,10 +72,11 @@ class FlatAgent:
             action = parse_executor(text)
             if action.kind == "tool":
                 ok, raw = self.tools.call(action.name, action.arguments)
-                run["trace"].append({"type": "tool_call", "tool": action.name, "arguments": action.arguments,
-                                     "ok": ok, "chars": len(raw)})
+                run["trace"].append({"type": "tool_call", "tool": action.name[:100],
+                                     "arguments": _short(action.arguments), "ok": ok, "chars": len(raw)})
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
             else:
+                run["trace"].append({"type": "invalid_action", "space": cfg.mode, "reason": action.reason[:200]})
                 history.append({"role": "user", "content": "No valid action. Call one tool with "
                                                            "<tool_call>{...}</tool_call> or answer with <answer>."})
             run["trace"].append({"type": "turn", "turn": turn, "context_tokens": context})
@@ -82,8 +87,10 @@ class FlatAgent:
                 run["trace"].append({"type": "fold", "trigger": "summary_threshold", "turn": turn})
             elif cfg.mode == "resum" and context > cfg.resum_fraction * cfg.context_window:
                 steps = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
-                note = self._call(run, [{"role": "user", "content": SUMMARIZE.format(steps=steps)}], "summarize").text
-                head = {"role": "user", "content": f"Question: {question}\n\nSummary so far: {note}"}
+                prompt = (RESUMMARIZE.format(summary=summary, steps=steps) if summary else
+                          SUMMARIZE.format(steps=steps))
+                summary = self._call(run, [{"role": "user", "content": prompt}], "summarize").text or summary
+                head = {"role": "user", "content": f"Question: {question}\n\nSummary so far: {summary}"}
                 history = []
                 run["trace"].append({"type": "fold", "trigger": "resum", "turn": turn})
         run["trace"].append({"type": "answer", "answer": answer, "confidence": confidence})

@@ -5,12 +5,21 @@
 
 `tag` names the context space of the call (planner, executor, iso, memory:episode, ...);
 real clients ignore it, the scripted client routes on it. Clients are safe to call
-from several threads at once.
+from several threads at once. A client may also offer `count_tokens(messages) -> int`
+(the prompt's real token count); agents then use it for their context guards.
+
+Failures: a client raises `ModelError` (`transient=True` for what a retry may cure:
+connection refused, timeouts, HTTP 429/5xx). `GuardedClient` retries transient errors
+with exponential backoff and, after `max_consecutive_failures` failed calls in a row,
+raises `EndpointDown` for every call, which ends the run (and the evaluation) with a
+clear message instead of a stream of empty replies. `traced_complete` turns every other
+failure into an empty, traced reply: it costs a turn, never the run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import threading
 import time
@@ -35,15 +44,52 @@ class ModelClient(Protocol):
 class ModelError(RuntimeError):
     """The model endpoint failed or answered something unreadable."""
 
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class EndpointDown(RuntimeError):
+    """The endpoint failed too many calls in a row; the run cannot go on (not a ModelError:
+    `traced_complete` lets it through)."""
+
+
+def _as_int(value) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return n if 0 <= n < 2**40 else 0
+
+
+def _clean_text(text) -> str:
+    """Any reply as valid UTF-8 text (bytes decoded, lone surrogates replaced)."""
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", "replace")
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
 
 def traced_complete(client, messages, space: str, sampling: dict, usage: dict, trace: list) -> Completion:
     """One call in context space `space`, accounted in `usage[space prefix]` and `trace`.
-    An endpoint failure is traced and returns empty text: it costs a turn, not the run."""
+    Any failure but `EndpointDown` is traced and returns empty text: it costs a turn, not
+    the run."""
     t0 = time.perf_counter()
     try:
-        out = client.complete(messages, tag=space, **sampling)
-    except ModelError as e:
-        trace.append({"type": "model_error", "space": space, "error": str(e)[:300]})
+        raw = client.complete(messages, tag=space, **sampling)
+        out = Completion(text=_clean_text(getattr(raw, "text", "")),
+                         prompt_tokens=_as_int(getattr(raw, "prompt_tokens", 0)),
+                         completion_tokens=_as_int(getattr(raw, "completion_tokens", 0)),
+                         cached_tokens=_as_int(getattr(raw, "cached_tokens", 0)))
+    except EndpointDown:
+        raise
+    except Exception as e:  # ModelError, or a client bug: the turn is lost, not the run
+        trace.append({"type": "model_error", "space": space, "error": _clean_text(f"{type(e).__name__}: {e}")[:300]})
         out = Completion(text="")
     u = usage.setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                "cached_tokens": 0})
@@ -58,39 +104,106 @@ def traced_complete(client, messages, space: str, sampling: dict, usage: dict, t
 
 
 class OpenAIClient:
-    """Any OpenAI-compatible endpoint: activemem_jax.serve, vLLM, ... (stdlib HTTP only)."""
+    """Any OpenAI-compatible endpoint: activemem_jax.serve, vLLM, ... (stdlib HTTP only).
+    Connection failures, timeouts and HTTP 408/429/5xx raise a transient ModelError;
+    other HTTP errors and unreadable bodies (HTTP 200 included) a permanent one."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8000/v1", model: Optional[str] = None,
                  api_key: Optional[str] = None, timeout: float = 600.0, **defaults):
         self.base_url = base_url.rstrip("/")
         self.model, self.api_key, self.timeout, self.defaults = model, api_key, timeout, defaults
 
-    def _post(self, path: str, body: dict) -> dict:
+    def _post(self, path: str, body: dict) -> bytes:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read())
+                return resp.read()
         except urllib.error.HTTPError as e:
-            raise ModelError(f"{self.base_url}{path}: HTTP {e.code}: {e.read()[:500]!r}") from e
-        except (urllib.error.URLError, OSError) as e:
-            raise ModelError(f"{self.base_url}{path} unreachable: {e}") from e
+            try:
+                detail = e.read()[:500]
+            except Exception:
+                detail = b""
+            raise ModelError(f"{self.base_url}{path}: HTTP {e.code}: {detail!r}",
+                             transient=e.code in (408, 429) or e.code >= 500) from e
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            raise ModelError(f"{self.base_url}{path} unreachable: {e}", transient=True) from e
+
+    @staticmethod
+    def parse_response(raw: bytes) -> Completion:
+        """A chat-completion body as a Completion; anything else raises ModelError."""
+        try:
+            out = json.loads(raw)
+        except (ValueError, RecursionError, TypeError) as e:
+            raise ModelError(f"response is not JSON ({type(e).__name__}): {bytes(raw[:200])!r}") from None
+        try:
+            usage = out.get("usage") or {}
+            text = out["choices"][0]["message"]["content"]
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"content is {type(text).__name__}, not a string")
+            return Completion(text=_clean_text(text or ""),
+                              prompt_tokens=_as_int(usage.get("prompt_tokens", 0)),
+                              completion_tokens=_as_int(usage.get("completion_tokens", 0)),
+                              cached_tokens=_as_int((usage.get("prompt_tokens_details") or {}).get("cached_tokens")))
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            raise ModelError(f"unexpected response shape ({e}): {_clean_text(str(out)[:300])}") from None
 
     def complete(self, messages, tag=None, **sampling) -> Completion:
         body = {"messages": list(messages), **self.defaults, **sampling}
         if self.model:
             body["model"] = self.model
-        out = self._post("/chat/completions", body)
-        try:
-            usage = out.get("usage") or {}
-            return Completion(text=out["choices"][0]["message"]["content"] or "",
-                              prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                              completion_tokens=int(usage.get("completion_tokens", 0)),
-                              cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0))
-        except (KeyError, IndexError, TypeError) as e:
-            raise ModelError(f"unexpected response shape: {str(out)[:300]}") from e
+        return self.parse_response(self._post("/chat/completions", body))
+
+
+class GuardedClient:
+    """Wraps a client: transient ModelErrors are retried (`retries` times, backoff
+    `backoff_s * 2**k`); any other exception from the client becomes a ModelError; after
+    `max_consecutive_failures` calls in a row fail (across all threads), every call raises
+    EndpointDown. One success resets the count."""
+
+    def __init__(self, client, retries: int = 2, backoff_s: float = 1.0, max_consecutive_failures: int = 3,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.client, self.retries, self.backoff_s = client, retries, backoff_s
+        self.max_consecutive_failures, self.sleep = max_consecutive_failures, sleep
+        self.consecutive_failures, self.last_error = 0, ""
+        self._lock = threading.Lock()
+        if hasattr(client, "count_tokens"):
+            self.count_tokens = client.count_tokens
+
+    @property
+    def down(self) -> bool:
+        return self.consecutive_failures >= self.max_consecutive_failures
+
+    def _abort(self):
+        raise EndpointDown(f"the model endpoint failed {self.consecutive_failures} calls in a row "
+                           f"(last: {self.last_error}); stopping. Check the server, then re-run: "
+                           f"finished tasks are kept and skipped.")
+
+    def complete(self, messages, tag=None, **sampling) -> Completion:
+        if self.down:
+            self._abort()
+        for attempt in range(self.retries + 1):
+            try:
+                out = self.client.complete(messages, tag=tag, **sampling)
+            except EndpointDown:
+                raise
+            except Exception as e:
+                err = e if isinstance(e, ModelError) else ModelError(f"{type(e).__name__}: {e}")
+                if err.transient and attempt < self.retries and not self.down:
+                    self.sleep(self.backoff_s * 2 ** attempt)
+                    continue
+                with self._lock:
+                    self.consecutive_failures += 1
+                    self.last_error = str(err)[:300]
+                if self.down:
+                    self._abort()
+                raise err from e
+            with self._lock:
+                self.consecutive_failures = 0
+            return out
+        raise AssertionError("unreachable")
 
 
 class EngineClient:
@@ -118,9 +231,10 @@ class EngineClient:
                                 seed=kw.get("seed"))
         try:
             out = self.engine.submit(list(messages), params).result()
-        except ValueError as e:  # prompt too long, bad parameters
-            raise ModelError(str(e)) from e
-        return Completion(out.text, out.prompt_tokens, out.completion_tokens, out.cached_tokens)
+            return Completion(_clean_text(out.text), _as_int(out.prompt_tokens), _as_int(out.completion_tokens),
+                              _as_int(out.cached_tokens))
+        except Exception as e:  # prompt too long, bad parameters, an engine fault: a failed call
+            raise ModelError(f"engine: {type(e).__name__}: {e}") from e
 
 
 Script = Union[Callable[[str, list], str], dict]
@@ -154,6 +268,11 @@ class ScriptedClient:
                     text = replies[min(i, len(replies) - 1)] if replies else self.default
         prompt = sum(len(str(m.get("content", "")).split()) for m in messages)
         return Completion(text=text, prompt_tokens=prompt, completion_tokens=len(text.split()))
+
+    @staticmethod
+    def count_tokens(messages) -> int:
+        """The prompt's token count as `complete` reports it (whitespace words)."""
+        return sum(len(str(m.get("content", "")).split()) for m in messages)
 
     def messages_for(self, tag_prefix: str) -> list[list]:
         return [m for t, m in self.calls if t.startswith(tag_prefix)]

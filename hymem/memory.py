@@ -1,15 +1,18 @@
 """Structured memories (paper Table 7) and the memory manager that folds into them.
 
-Each memory is validated with pydantic. A fold asks the model for each module's JSON;
+Each memory is validated with pydantic. A fold is Eq. 13, M_{t+1} = Phi(H^p_t, H^e_<=t,
+H^iso_<=t, M_t): each module's rewrite sees its previous value (so milestones from before
+the last fold survive) beside the histories. It asks the model for each module's JSON;
 invalid JSON is retried once with a corrective message, then the previous memory is
-kept and the failure recorded."""
+kept and the failure recorded. Inputs are clipped to `max_input_chars` (the most recent
+text kept) so a fold prompt fits the context window."""
 
 from __future__ import annotations
 
 import json
 from typing import Callable, Optional
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from hymem import prompts
 from hymem.parsing import extract_json
@@ -69,14 +72,27 @@ class Memories:
         return "\n".join(parts)
 
 
+def _tail(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else "[...earlier text clipped...]\n" + text[-max_chars:]
+
+
 def fold(memories: Memories, complete: Callable[[list, str], str], question: str,
          planner_history: str, executor_summary: str, recent_history: str,
-         tool_history: str, record: Callable[[dict], None]) -> None:
-    """Rewrite the three memories from the histories (one model call per module)."""
+         tool_history: str, record: Callable[[dict], None], iso_summary: str = "",
+         max_input_chars: int = 60000) -> None:
+    """Rewrite the three memories from their previous values and the histories (one model
+    call per module)."""
+    previous = {kind: json.dumps(getattr(memories, kind).model_dump(), ensure_ascii=False) for kind in SCHEMAS}
+    budget = max(1000, max_input_chars // 3)
     inputs = {
-        "episode": f"planner_history:\n{planner_history}\n\nexecutor_summary:\n{executor_summary}",
-        "working": f"recent_history:\n{recent_history}\n\nhypothesis_section:\n{memories.working.active_hypotheses}",
-        "tool": f"history_str:\n{tool_history}",
+        "episode": f"previous_memory:\n{previous['episode']}\n\n"
+                   f"planner_history:\n{_tail(planner_history, budget)}\n\n"
+                   f"executor_summary:\n{_tail(executor_summary, budget // 2)}"
+                   + (f"\n\nisolated_reasoning_summary:\n{_tail(iso_summary, budget // 2)}" if iso_summary else ""),
+        "working": f"previous_memory:\n{previous['working']}\n\n"
+                   f"recent_history:\n{_tail(recent_history, budget)}\n\n"
+                   f"hypothesis_section:\n{memories.working.active_hypotheses}",
+        "tool": f"previous_memory:\n{previous['tool']}\n\nhistory_str:\n{_tail(tool_history, budget)}",
     }
     for kind, schema in SCHEMAS.items():
         messages = [{"role": "system", "content": prompts.MEMORY_SYSTEM},
@@ -91,12 +107,14 @@ def fold(memories: Memories, complete: Callable[[list, str], str], question: str
                 if raw is None:
                     raise ValueError("no JSON object found")
                 value = schema.model_validate(raw)
+                json.dumps(value.model_dump(), ensure_ascii=False)  # it must render
                 break
-            except (ValidationError, ValueError) as e:
-                error = str(e).splitlines()[0]
-                messages = messages + [{"role": "assistant", "content": text},
-                                       {"role": "user", "content": f"That was not valid JSON for this module "
-                                                                   f"({error}). Output only the JSON object."}]
+            except Exception as e:  # ValidationError, ValueError, RecursionError, ...
+                value = None
+                error = (str(e).splitlines() or [type(e).__name__])[0][:300]
+                messages = messages[:2] + [{"role": "assistant", "content": text[:4000]},
+                                           {"role": "user", "content": f"That was not valid JSON for this module "
+                                                                       f"({error}). Output only the JSON object."}]
         if value is None:
             record({"type": "memory_failure", "module": kind, "error": error})
         else:

@@ -1,5 +1,8 @@
-"""Parsers for the model's actions. They never raise on any string: a malformed
-output becomes kind "invalid" with a reason."""
+"""Parsers for the model's actions. They never raise on any input: a malformed output
+becomes kind "invalid" with a reason. Every scan is linear in the text (tags are found
+with str.find, JSON spans by one brace pass), so a 1 MB reply of unclosed tags or braces
+costs milliseconds, and JSON nested past the interpreter's recursion limit is rejected,
+not raised."""
 
 from __future__ import annotations
 
@@ -9,8 +12,55 @@ import re
 from typing import Any, Optional
 
 
+def _as_text(text) -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", "replace")
+    try:
+        return str(text)
+    except Exception:  # a hostile __str__
+        return ""
+
+
+def _spans(tag: str, text: str) -> list[tuple[int, int]]:
+    """(start, end) of each <tag>...</tag> body, leftmost-shortest like re's `.*?`."""
+    open_, close = f"<{tag}>", f"</{tag}>"
+    spans, i = [], 0
+    while True:
+        s = text.find(open_, i)
+        if s < 0:
+            return spans
+        e = text.find(close, s + len(open_))
+        if e < 0:  # no close after this open: none after any later open either
+            return spans
+        spans.append((s + len(open_), e))
+        i = e + len(close)
+
+
 def _all(tag: str, text: str) -> list[str]:
-    return [m.strip() for m in re.findall(rf"<{tag}>(.*?)</{tag}>", text, re.S)]
+    return [text[s:e].strip() for s, e in _spans(tag, text)]
+
+
+def _strip_think(text: str) -> str:
+    """The text without <think>...</think> blocks (tags inside reasoning do not count)."""
+    out, last = [], 0
+    for s, e in _spans("think", text):
+        out.append(text[last:s - len("<think>")])
+        out.append(" ")
+        last = e + len("</think>")
+    out.append(text[last:])
+    return "".join(out)
+
+
+def loads(text: str) -> Any:
+    """json.loads that raises only ValueError (deep nesting, bad numbers, ...)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise
+    except (RecursionError, MemoryError, OverflowError, TypeError) as e:
+        raise ValueError(f"unreadable JSON ({type(e).__name__})") from None
 
 
 @dataclasses.dataclass
@@ -23,7 +73,7 @@ class PlannerAction:
 
 
 def parse_confidence(text: str) -> Optional[float]:
-    m = re.search(r"[-+]?\d*\.?\d+", text or "")
+    m = re.search(r"[-+]?\d*\.?\d+", _as_text(text or "")[:1000])
     if not m:
         return None
     try:
@@ -33,8 +83,7 @@ def parse_confidence(text: str) -> Optional[float]:
 
 
 def parse_planner(text: str) -> PlannerAction:
-    text = text if isinstance(text, str) else str(text)
-    body = re.sub(r"<think>.*?</think>", " ", text, flags=re.S)  # tags inside reasoning do not count
+    body = _strip_think(_as_text(text))
     tasks, isos, answers = _all("task", body), _all("isoReason", body), _all("answer", body)
     fold = "<to_memory>" in body or "<to_memory/>" in body
     n = len(tasks) + len(isos) + len(answers) + int(fold)
@@ -64,22 +113,23 @@ class ExecutorAction:
 
 
 def parse_executor(text: str) -> ExecutorAction:
-    text = text if isinstance(text, str) else str(text)
-    body = re.sub(r"<think>.*?</think>", " ", text, flags=re.S)
+    body = _strip_think(_as_text(text))
     calls, results = _all("tool_call", body), _all("results", body)
     if len(calls) + len(results) != 1:
         return ExecutorAction("invalid", reason="expected exactly one <tool_call> or <results>")
     if results:
         return ExecutorAction("results", results=results[0])
     try:
-        call = json.loads(calls[0])
+        call = loads(calls[0])
     except ValueError as e:
-        return ExecutorAction("invalid", reason=f"tool call is not JSON ({e})")
+        return ExecutorAction("invalid", reason=f"tool call is not JSON ({str(e)[:200]})")
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
         return ExecutorAction("invalid", reason='tool call needs {"name": ..., "arguments": {...}}')
     args = call.get("arguments", {})
     if not isinstance(args, dict):
         return ExecutorAction("invalid", reason="arguments must be a JSON object")
+    if not all(isinstance(v, (str, int, float, bool)) or v is None for v in args.values()):
+        return ExecutorAction("invalid", reason="argument values must be strings")
     return ExecutorAction("tool", name=call["name"], arguments=args)
 
 
@@ -98,6 +148,7 @@ def labeled_fields(text: str, labels) -> dict[str, str]:
 
 def parse_results(text: str) -> dict[str, Any]:
     """Executor <results> as typed fields; unlabeled text is all findings."""
+    text = _as_text(text)
     fields = labeled_fields(text, _FIELDS)
     if not fields:
         fields = {"FINDINGS": text.strip()}
@@ -109,8 +160,7 @@ def parse_results(text: str) -> dict[str, Any]:
 
 def parse_iso(text: str):
     """('task', directive) | ('return', fields) | ('invalid', reason)."""
-    text = text if isinstance(text, str) else str(text)
-    body = re.sub(r"<think>.*?</think>", " ", text, flags=re.S)
+    body = _strip_think(_as_text(text))
     tasks, returns = _all("task", body), _all("return", body)
     if len(tasks) + len(returns) != 1:
         return "invalid", "expected exactly one <task> or <return>"
@@ -123,21 +173,44 @@ def parse_iso(text: str):
                       "notes": f.get("NOTES", "")}
 
 
-def extract_json(text: str) -> Optional[Any]:
-    """The first JSON object in a text (fenced or bare), or None."""
-    text = text if isinstance(text, str) else str(text)
+_JSON_SPECIAL = re.compile(r'[{}"\\]')
+
+
+def extract_json(text: str, max_attempts: int = 64) -> Optional[Any]:
+    """The first JSON object in a text (fenced or bare), or None. One pass over the text:
+    each balanced {...} span (braces inside JSON strings ignored) is tried once; a span
+    that does not load is skipped whole."""
+    text = _as_text(text)
     start = text.find("{")
-    while start >= 0:
-        depth = 0
-        for i in range(start, len(text)):
-            if text[i] == "{":
+    attempts = 0
+    while start >= 0 and attempts < max_attempts:
+        depth, in_string, escaped_at, end = 0, False, -1, -1
+        for m in _JSON_SPECIAL.finditer(text, start):
+            i, c = m.start(), m.group()
+            if i == escaped_at:
+                continue
+            if in_string:
+                if c == "\\":
+                    escaped_at = i + 1
+                elif c == '"':
+                    in_string = False
+            elif c == '"':
+                in_string = True
+            elif c == "{":
                 depth += 1
-            elif text[i] == "}":
+            elif c == "}":
                 depth -= 1
                 if depth == 0:
-                    try:
-                        return json.loads(text[start:i + 1])
-                    except ValueError:
-                        break
-        start = text.find("{", start + 1)
+                    end = i
+                    break
+        if end < 0:
+            return None  # unbalanced to the end of the text
+        attempts += 1
+        try:
+            value = loads(text[start:end + 1])
+            if isinstance(value, dict):
+                return value
+        except ValueError:
+            pass
+        start = text.find("{", end + 1)
     return None

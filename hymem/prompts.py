@@ -109,18 +109,18 @@ MEMORY_TASKS = {
     "episode": """## Module: episode Memory
 Role: Summarize the key events in the planner's reasoning process.
 Task: {question}
-Inputs: planner_history, executor_summary (below).
-Instructions: 1. Identify major milestones, strategic decisions, and key discoveries. 2. Extract only critical events that inform long-term progress. 3. Output only this JSON:
+Inputs: previous_memory, planner_history, executor_summary, isolated_reasoning_summary (below).
+Instructions: 0. Start from previous_memory: keep every milestone and discovery it records that still holds, and add the new ones. 1. Identify major milestones, strategic decisions, and key discoveries. 2. Extract only critical events that inform long-term progress. 3. Output only this JSON:
 {{"task_description": "Summary of the task and overall goals", "key_events": [{{"step": "N", "description": "What was done", "outcome": "learned"}}], "current_progress": "Summary of progress and remaining work"}}""",
     "working": """## Module: working Memory
 Role: Create a snapshot of the current research state.
-Inputs: recent_history, hypothesis_section (below).
-Instructions: 1. Extract only immediate goals, current challenges, and planned next steps. 2. Focus on actionable information and ignore completed work. 3. Output only this JSON:
+Inputs: previous_memory, recent_history, hypothesis_section (below).
+Instructions: 0. Update previous_memory with the recent history. 1. Extract only immediate goals, current challenges, and planned next steps. 2. Focus on actionable information and ignore completed work. 3. Output only this JSON:
 {{"immediate_goal": "What the planner is currently determining", "current_challenges": "Main obstacles or gaps in information", "active_hypotheses": ["hypothesis1"], "next_actions": [{{"type": "search", "description": "Action"}}]}}""",
     "tool": """## Module: Tool Memory
 Role: Synthesize tool usage patterns across interactions.
-Input: history_str (below).
-Instructions: 1. Analyze which tool calls succeeded versus failed. 2. Identify effective search strategies and parameter patterns. 3. Output only this JSON:
+Inputs: previous_memory, history_str (below).
+Instructions: 0. Keep the rules and sources in previous_memory that still hold; merge the new calls in. 1. Analyze which tool calls succeeded versus failed. 2. Identify effective search strategies and parameter patterns. 3. Output only this JSON:
 {{"tools_used": [{{"tool_name": "str", "call_count": 1, "effective_queries": []}}], "derived_rules": ["Rule learned from experience"], "useful_sources": ["URLs or docids"]}}""",
 }
 
