@@ -17,11 +17,15 @@ def get_config() -> ml_collections.ConfigDict:
         name="", api_key="",
         path="embedded", max_slots=8, max_len=4096,
         dtype="float32", activation_dtype="", quant="",   # in-process engine precision (load_from_config)
+        timeout=600.0,                # seconds per HTTP call
+        retries=2, backoff_s=1.0,     # transient endpoint errors: retried with backoff 1 s, 2 s
+        max_consecutive_failures=3,   # failed calls in a row that stop the run (a dead server)
     ))
     c.benchmark = ml_collections.ConfigDict(dict(
         name="synthetic",   # synthetic | gaia | browsecomp_plus
         seed=0, n_entities=2000, split="dev", n_objectives=(1, 4), n_tasks=5,
         path="", queries="", corpus="", canary="",   # gaia dir / browsecomp files
+        text_only="",       # gaia (paper A.1): "" all | no_attachment | readable_attachment
     ))
     c.retrieval_url = ""    # a Search-R1-style retrieval server instead of local BM25
     c.hymem = ml_collections.ConfigDict(dict(     # paper Appendix A.2

@@ -24,7 +24,7 @@ from hymem.distill import distill
 from hymem.llm import traced_complete
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
-from hymem.tools import Toolbox
+from hymem.tools import Toolbox, clip_arguments
 
 
 @dataclasses.dataclass
@@ -114,7 +114,7 @@ class HyMemAgent:
                 continue
             ok, raw = self.tools.call(action.name, action.arguments)
             run["tool_calls"] += 1
-            args = _short(action.arguments)
+            args = clip_arguments(action.arguments)
             run["tool_log"].append({"tool": action.name[:100], "arguments": args, "ok": ok})
             run["trace"].append({"type": "tool_call", "tool": action.name[:100], "arguments": args,
                                  "ok": ok, "chars": len(raw)})
@@ -267,7 +267,3 @@ class HyMemAgent:
 def _chars(messages: list) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages)
 
-
-def _short(arguments: dict, max_chars: int = 500) -> dict:
-    """Tool arguments as traced: keys and string values clipped."""
-    return {str(k)[:100]: (v[:max_chars] if isinstance(v, str) else v) for k, v in list(arguments.items())[:20]}

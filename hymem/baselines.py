@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hymem.agent import Result, _short
+from hymem.agent import Result
 from hymem.llm import traced_complete
 from hymem.parsing import parse_confidence, parse_executor
-from hymem.tools import Toolbox
+from hymem.tools import Toolbox, clip_arguments
 
 REACT_SYSTEM = """You are a research agent that answers questions with tools.
 Available tools:
@@ -73,7 +73,7 @@ class FlatAgent:
             if action.kind == "tool":
                 ok, raw = self.tools.call(action.name, action.arguments)
                 run["trace"].append({"type": "tool_call", "tool": action.name[:100],
-                                     "arguments": _short(action.arguments), "ok": ok, "chars": len(raw)})
+                                     "arguments": clip_arguments(action.arguments), "ok": ok, "chars": len(raw)})
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
             else:
                 run["trace"].append({"type": "invalid_action", "space": cfg.mode, "reason": action.reason[:200]})

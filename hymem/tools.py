@@ -119,23 +119,46 @@ def search_tools(retriever, documents: Optional[Sequence[dict]] = None,
     ]
 
 
-def file_tool(roots: Sequence[str], max_chars: int = 20000) -> Tool:
-    """parse_file for PDF, CSV, XLSX, DOCX, TXT, HTML, confined to `roots`."""
-    real_roots = [os.path.realpath(r) for r in roots]
+def file_tool(paths: Sequence[str], max_chars: int = 20000) -> Tool:
+    """parse_file for PDF, CSV, XLSX, DOCX, TXT, HTML, confined to `paths`: files (read by
+    their path or their bare name) or directories (anything beneath). A benchmark passes
+    the task's attachment files only (SPEC 5 R2), never the benchmark directory, whose
+    metadata holds the gold answers. The tool's description names the readable files."""
+    real = [os.path.realpath(p) for p in paths]
+    files = [r for r in real if os.path.isfile(r)]
+    dirs = [r for r in real if os.path.isdir(r)]
+    by_name = {os.path.basename(f): f for f in files}
+
+    def resolve(file_path: str) -> str:
+        if not files and not dirs:
+            raise ToolError("no files are provided for this task")
+        if file_path in by_name:
+            return by_name[file_path]
+        if os.path.isabs(file_path) or not dirs:
+            return os.path.realpath(file_path)
+        return os.path.realpath(os.path.join(dirs[0], file_path))
 
     def parse_file(file_path: str) -> str:
-        if not real_roots:
-            raise ToolError("no readable directories are configured")
-        path = file_path if os.path.isabs(file_path) else os.path.join(real_roots[0], file_path)
-        real = os.path.realpath(path)
-        if not any(real == r or real.startswith(r + os.sep) for r in real_roots):
-            raise ToolError(f"{file_path!r} is outside the readable directories")
-        if not os.path.isfile(real):
+        path = resolve(file_path)
+        if not (path in files or any(path.startswith(d + os.sep) for d in dirs)):
+            raise ToolError(f"{file_path!r} is outside the readable directories"
+                            + (f"; the provided files are {sorted(by_name)}" if by_name else ""))
+        if not os.path.isfile(path):
             raise ToolError(f"{file_path!r} does not exist")
-        return read_file(real)[:max_chars]
+        return read_file(path)[:max_chars]
 
-    return Tool("parse_file", "Extract the text of a file (PDF, CSV, XLSX, DOCX, TXT, HTML).",
+    provided = f" Provided files: {', '.join(sorted(by_name))}." if by_name else ""
+    return Tool("parse_file", "Extract the text of a file (PDF, CSV, XLSX, DOCX, TXT, HTML)." + provided,
                 {"file_path": "path of a provided file"}, parse_file)
+
+
+def clip_arguments(arguments: dict, max_chars: int = 500) -> dict:
+    """Tool arguments as traced: at most 20 keys, keys and string values clipped."""
+    return {str(k)[:100]: (v[:max_chars] if isinstance(v, str) else v) for k, v in list(arguments.items())[:20]}
+
+
+READABLE_EXTENSIONS = (".pdf", ".docx", ".xlsx", ".xlsm", ".csv", ".html", ".htm", ".txt", ".md", ".json",
+                       ".jsonl", "")
 
 
 def read_file(path: str) -> str:

@@ -6,6 +6,18 @@ Writes under config.out_dir: traces/<agent>/<task>.jsonl (every model call with 
 context space and tokens, every tool call, context sizes after every turn, folds),
 results.jsonl, summary.json, and PNG plots (context growth as the HyMem paper's
 Figure 4; accuracy vs tokens and vs tool calls as its Figure 3).
+
+Nothing finished is lost: each task's row is appended to results.jsonl (with its error
+counts) as soon as it finishes, and a re-run skips the (agent, task) pairs already there.
+A task that raises is recorded with its error and retried by the next run. A dead
+endpoint (`model.max_consecutive_failures` failed calls in a row, after retries with
+backoff) stops the run with a clear message; finished rows and the summary are kept.
+
+Benchmark hygiene (SPEC 5 R2): a task's parse_file reads only that task's attachment
+(never the benchmark directory and its metadata), and the question names the file.
+`benchmark.text_only` filters GAIA as the HyMem paper's A.1 does ("text-only instances"):
+"no_attachment" keeps tasks without a file, "readable_attachment" also keeps tasks whose
+file parse_file can read (PDF, DOCX, XLSX, CSV, HTML, TXT, ...); "" keeps all.
 """
 
 from __future__ import annotations
@@ -23,7 +35,8 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/agents_synthetic.py
 
 
 def load_tasks(cfg):
-    """[{id, question, answers: [[gold...]...]}] for the configured benchmark."""
+    """([{id, question, answers: [[gold...]...], files?}], corpus documents) for the
+    configured benchmark."""
     b = cfg.benchmark
     if b.name == "synthetic":
         from activemem_jax.data import synthetic_world
@@ -32,21 +45,43 @@ def load_tasks(cfg):
         tasks = []
         for n in b.n_objectives:
             tasks += synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed)
-        return tasks, world.documents, []
+        return tasks, world.documents
     if b.name == "gaia":
         from activemem_jax.data.loaders import load_gaia
 
-        rows = load_gaia(b.path)[: b.n_tasks]
-        return ([{"id": r["id"], "question": r["question"], "answers": [[r["answer"]]], "gold": r["answer"]}
-                 for r in rows], [], [b.path])
+        rows = [r for r in load_gaia(b.path) if gaia_keeps(r, b.get("text_only", ""))][: b.n_tasks]
+        return [gaia_task(r) for r in rows], []
     if b.name == "browsecomp_plus":
         from activemem_jax.data.loaders import load_browsecomp_plus
 
         data = load_browsecomp_plus(b.queries, b.corpus, canary=b.canary or None)
         rows = data["queries"][: b.n_tasks]
         return ([{"id": r["id"], "question": r["question"], "answers": [r["answers"]]} for r in rows],
-                data["corpus"], [])
+                data["corpus"])
     raise ValueError(f"benchmark.name={b.name!r}: synthetic, gaia or browsecomp_plus")
+
+
+ATTACHMENT_NOTE = "\n\nThe task comes with an attached file: {name} (read it with parse_file)."
+
+
+def gaia_keeps(row: dict, text_only: str) -> bool:
+    """The A.1 text-only filter (see the module docstring)."""
+    from hymem.tools import READABLE_EXTENSIONS
+
+    if text_only not in ("", "no_attachment", "readable_attachment"):
+        raise ValueError(f"benchmark.text_only={text_only!r}: '', no_attachment or readable_attachment")
+    path = row.get("file_path")
+    if not text_only or not path:
+        return True
+    return text_only == "readable_attachment" and os.path.splitext(path)[1].lower() in READABLE_EXTENSIONS
+
+
+def gaia_task(row: dict) -> dict:
+    """One GAIA task: the question names its attachment; `files` is all parse_file may read."""
+    path = row.get("file_path")
+    question = row["question"] + (ATTACHMENT_NOTE.format(name=os.path.basename(path)) if path else "")
+    return {"id": row["id"], "question": question, "answers": [[row["answer"]]], "gold": row["answer"],
+            "files": [path] if path else []}
 
 
 def score(task, answer: str, benchmark: str) -> float:
@@ -63,8 +98,20 @@ def make_client(cfg):
     from hymem.llm import EngineClient, OpenAIClient
 
     if cfg.model.base_url:
-        return OpenAIClient(cfg.model.base_url, model=cfg.model.name or None, api_key=cfg.model.api_key or None)
+        return OpenAIClient(cfg.model.base_url, model=cfg.model.name or None, api_key=cfg.model.api_key or None,
+                            timeout=cfg.model.get("timeout", 600.0))
     return EngineClient.from_model(cfg.model, max_slots=cfg.model.max_slots, max_len=cfg.model.max_len)
+
+
+def guard(client, cfg):
+    """Retries with backoff and the consecutive-failure abort (`hymem.llm.GuardedClient`)."""
+    from hymem.llm import GuardedClient
+
+    if isinstance(client, GuardedClient):
+        return client
+    m = cfg.model
+    return GuardedClient(client, retries=m.get("retries", 2), backoff_s=m.get("backoff_s", 1.0),
+                         max_consecutive_failures=m.get("max_consecutive_failures", 3))
 
 
 def make_agent(name: str, client, tools, cfg):
@@ -82,10 +129,23 @@ def make_agent(name: str, client, tools, cfg):
     return FlatAgent(client, tools, BaselineConfig(mode=name, sampling=sampling, **dict(cfg.baselines)))
 
 
+ERROR_EVENTS = {"model_error": "model_errors", "invalid_action": "invalid_actions",
+                "memory_failure": "memory_failures", "context_guard": "context_guards"}
+
+
 def run_one(agent_name, task, client, tools, cfg):
+    """One (agent, task): its row, with error counts; the trace written beside it."""
+    from hymem.llm import EndpointDown
+
     agent = make_agent(agent_name, client, tools, cfg)
     t0 = time.perf_counter()
-    result = agent.run(task["question"])
+    try:
+        result = agent.run(task["question"])
+    except EndpointDown:
+        raise
+    except Exception as e:  # a bug must cost this task, not the evaluation; the next run retries it
+        return {"agent": agent_name, "task": task["id"], "answer": "", "confidence": None, "score": 0.0,
+                "error": f"{type(e).__name__}: {e}"[:500], "wall_s": round(time.perf_counter() - t0, 3)}
     wall = time.perf_counter() - t0
     calls = [e for e in result.trace if e["type"] == "model_call"]
     planner = [e["prompt_tokens"] + e["completion_tokens"] for e in calls if e["space"] in ("planner",) + ("react", "summary", "resum")]
@@ -94,12 +154,14 @@ def run_one(agent_name, task, client, tools, cfg):
            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
            "model_calls": len(calls), "tool_calls": sum(e["type"] == "tool_call" for e in result.trace),
            "peak_planner_context": max(planner, default=0), "wall_s": round(wall, 3),
-           "folds": sum(e["type"] == "fold" for e in result.trace)}
+           "folds": sum(e["type"] == "fold" for e in result.trace),
+           "tool_errors": sum(e["type"] == "tool_call" and not e["ok"] for e in result.trace),
+           **{key: sum(e["type"] == kind for e in result.trace) for kind, key in ERROR_EVENTS.items()}}
     path = os.path.join(cfg.out_dir, "traces", agent_name, f"{task['id']}.jsonl")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    with open(path, "w", encoding="utf-8") as f:
         for event in result.trace:
-            f.write(json.dumps(event, ensure_ascii=False) + "\n")
+            f.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
     return row
 
 
@@ -161,52 +223,100 @@ def plot(rows, out_dir):
 
 
 def summarize(rows) -> dict:
+    """Per agent: means over its tasks (a task that raised scores 0 and is counted in
+    `task_errors`) and the error counts summed."""
     out = {}
     for name in sorted({r["agent"] for r in rows}):
         rs = [r for r in rows if r["agent"] == name]
-        out[name] = {"tasks": len(rs), "pass@1": sum(r["score"] for r in rs) / len(rs),
-                     "tokens": sum(r["tokens"] for r in rs) / len(rs),
-                     "tool_calls": sum(r["tool_calls"] for r in rs) / len(rs),
-                     "peak_planner_context": max(r["peak_planner_context"] for r in rs),
-                     "wall_s": sum(r["wall_s"] for r in rs) / len(rs)}
+        mean = lambda key: sum(r.get(key) or 0 for r in rs) / len(rs)  # noqa: E731
+        out[name] = {"tasks": len(rs), "pass@1": mean("score"), "tokens": mean("tokens"),
+                     "tool_calls": mean("tool_calls"),
+                     "peak_planner_context": max(r.get("peak_planner_context") or 0 for r in rs),
+                     "wall_s": mean("wall_s"), "task_errors": sum(bool(r.get("error")) for r in rs),
+                     **{key: sum(r.get(key) or 0 for r in rs)
+                        for key in ("model_errors", "tool_errors", "invalid_actions", "memory_failures",
+                                    "context_guards")}}
     return out
 
 
+def task_toolbox(task: dict, search: list):
+    """The task's tools: the shared search tools, and parse_file over the task's own
+    attachment files only."""
+    from hymem.tools import Toolbox, file_tool
+
+    files = list(task.get("files") or [])
+    return Toolbox(list(search) + ([file_tool(files)] if files else []))
+
+
+def read_rows(path: str) -> list[dict]:
+    """results.jsonl as rows, the last row of each (agent, task) winning; a torn last line
+    (a killed run) is skipped."""
+    latest = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                    latest[(row["agent"], str(row["task"]))] = row
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return list(latest.values())
+
+
 def evaluate(cfg, client=None) -> dict:
-    from hymem.tools import Toolbox, file_tool, search_tools
+    from hymem.llm import EndpointDown
+    from hymem.tools import search_tools
     from activemem_jax.data.retrieval import BM25Retriever, RemoteRetriever
 
-    tasks, docs, roots = load_tasks(cfg)
+    tasks, docs = load_tasks(cfg)
     retriever = (RemoteRetriever(cfg.retrieval_url) if cfg.retrieval_url else
                  BM25Retriever(docs) if docs else None)  # GAIA without a corpus: files only
-    tools = Toolbox((search_tools(retriever, docs) if retriever else []) + ([file_tool(roots)] if roots else []))
-    client = client or make_client(cfg)
+    search = search_tools(retriever, docs) if retriever else []
+    client = guard(client or make_client(cfg), cfg)
     os.makedirs(cfg.out_dir, exist_ok=True)
-    jobs = [(a, t) for a in cfg.agents for t in tasks]
-    rows = []
+    results_path = os.path.join(cfg.out_dir, "results.jsonl")
+    done = {(r["agent"], str(r["task"])) for r in read_rows(results_path) if not r.get("error")}
+    jobs = [(a, t) for a in cfg.agents for t in tasks if (a, str(t["id"])) not in done]
+    down = None
     from rich.progress import Progress
 
     with Progress(transient=not sys.stderr.isatty()) as progress, \
-            concurrent.futures.ThreadPoolExecutor(cfg.concurrency) as pool:
-        bar = progress.add_task("agents", total=len(jobs))
-        futures = [pool.submit(run_one, a, t, client, tools, cfg) for a, t in jobs]
+            concurrent.futures.ThreadPoolExecutor(cfg.concurrency) as pool, \
+            open(results_path, "a", encoding="utf-8") as out:
+        bar = progress.add_task(f"agents ({len(done)} done before)", total=len(jobs))
+        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg) for a, t in jobs]
         for fut in concurrent.futures.as_completed(futures):
-            rows.append(fut.result())
+            try:
+                row = fut.result()
+            except EndpointDown as e:
+                down = down or e
+                for f in futures:
+                    f.cancel()
+                continue
+            except concurrent.futures.CancelledError:
+                continue
+            out.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            out.flush()
             progress.advance(bar)
-    with open(os.path.join(cfg.out_dir, "results.jsonl"), "w") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    rows = read_rows(results_path)
     summary = summarize(rows)
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    plot(rows, cfg.out_dir)
+    if down is not None:
+        raise down
+    plot([r for r in rows if not r.get("error")], cfg.out_dir)
     return summary
 
 
 def main(argv):
     del argv
+    from hymem.llm import EndpointDown
+
     cfg = _CONFIG.value
-    summary = evaluate(cfg)
+    try:
+        summary = evaluate(cfg)
+    except EndpointDown as e:
+        sys.exit(f"evaluation stopped: {e} (rows so far: {os.path.join(cfg.out_dir, 'results.jsonl')})")
     print(f"{'agent':16} {'tasks':>5} {'pass@1':>7} {'tokens':>8} {'tools':>6} {'peak ctx':>9} {'wall s':>7}")
     for name, s in summary.items():
         print(f"{name:16} {s['tasks']:>5} {s['pass@1']:>7.3f} {s['tokens']:>8.0f} {s['tool_calls']:>6.1f} "
