@@ -57,17 +57,21 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     from hymem.agent import HyMemAgent, HyMemConfig
-    from hymem.llm import EngineClient, OpenAIClient
+    from hymem.llm import EndpointDown, EngineClient, GuardedClient, OpenAIClient
 
     if args.base_url:
         client = OpenAIClient(args.base_url, model=args.model, api_key=args.api_key)
     else:
         client = EngineClient.from_model(args.model or "embedded")
+    client = GuardedClient(client)  # transient errors retried; a dead endpoint stops the run
     config = HyMemConfig(planner_turns=args.planner_turns, execute_turns=args.execute_turns,
                          sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
     agent = HyMemAgent(client if args.quiet else _Live(client), build_tools(args.corpus, args.retrieval_url,
                                                                             args.files), config)
-    result = agent.run(args.question)
+    try:
+        result = agent.run(args.question)
+    except EndpointDown as e:
+        sys.exit(str(e))
     print(json.dumps({"answer": result.answer, "confidence": result.confidence, "usage": result.usage}, indent=1))
 
 

@@ -223,13 +223,13 @@ class EngineClient:
         return cls(Engine(load_from_config(section), max_slots=max_slots, max_len=max_len), **defaults)
 
     def complete(self, messages, tag=None, **sampling) -> Completion:
-        from activemem_jax.engine import SamplingParams
-
         kw = {**self.defaults, **sampling}
-        params = SamplingParams(temperature=kw.get("temperature", 0.0), top_p=kw.get("top_p", 1.0),
-                                max_tokens=kw.get("max_tokens", 512), stop=tuple(kw.get("stop") or ()),
-                                seed=kw.get("seed"))
         try:
+            from activemem_jax.engine import SamplingParams
+
+            params = SamplingParams(temperature=kw.get("temperature", 0.0), top_p=kw.get("top_p", 1.0),
+                                    max_tokens=kw.get("max_tokens", 512), stop=tuple(kw.get("stop") or ()),
+                                    seed=kw.get("seed"))
             out = self.engine.submit(list(messages), params).result()
             return Completion(_clean_text(out.text), _as_int(out.prompt_tokens), _as_int(out.completion_tokens),
                               _as_int(out.cached_tokens))

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from pydantic import BaseModel, Field
 
 from hymem import prompts
-from hymem.parsing import extract_json
+from hymem.parsing import as_text, extract_json
 
 
 class KeyEvent(BaseModel):
@@ -101,7 +101,7 @@ def fold(memories: Memories, complete: Callable[[list, str], str], question: str
         value: Optional[BaseModel] = None
         error = ""
         for attempt in range(2):
-            text = complete(messages, f"memory:{kind}")
+            text = as_text(complete(messages, f"memory:{kind}"))
             raw = extract_json(text)
             try:
                 if raw is None:

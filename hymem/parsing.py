@@ -12,7 +12,7 @@ import re
 from typing import Any, Optional
 
 
-def _as_text(text) -> str:
+def as_text(text) -> str:
     if isinstance(text, str):
         return text
     if isinstance(text, (bytes, bytearray)):
@@ -73,7 +73,7 @@ class PlannerAction:
 
 
 def parse_confidence(text: str) -> Optional[float]:
-    m = re.search(r"[-+]?\d*\.?\d+", _as_text(text or "")[:1000])
+    m = re.search(r"[-+]?\d*\.?\d+", as_text(text or "")[:1000])
     if not m:
         return None
     try:
@@ -83,7 +83,7 @@ def parse_confidence(text: str) -> Optional[float]:
 
 
 def parse_planner(text: str) -> PlannerAction:
-    body = _strip_think(_as_text(text))
+    body = _strip_think(as_text(text))
     tasks, isos, answers = _all("task", body), _all("isoReason", body), _all("answer", body)
     fold = "<to_memory>" in body or "<to_memory/>" in body
     n = len(tasks) + len(isos) + len(answers) + int(fold)
@@ -113,7 +113,7 @@ class ExecutorAction:
 
 
 def parse_executor(text: str) -> ExecutorAction:
-    body = _strip_think(_as_text(text))
+    body = _strip_think(as_text(text))
     calls, results = _all("tool_call", body), _all("results", body)
     if len(calls) + len(results) != 1:
         return ExecutorAction("invalid", reason="expected exactly one <tool_call> or <results>")
@@ -148,7 +148,7 @@ def labeled_fields(text: str, labels) -> dict[str, str]:
 
 def parse_results(text: str) -> dict[str, Any]:
     """Executor <results> as typed fields; unlabeled text is all findings."""
-    text = _as_text(text)
+    text = as_text(text)
     fields = labeled_fields(text, _FIELDS)
     if not fields:
         fields = {"FINDINGS": text.strip()}
@@ -160,7 +160,7 @@ def parse_results(text: str) -> dict[str, Any]:
 
 def parse_iso(text: str):
     """('task', directive) | ('return', fields) | ('invalid', reason)."""
-    body = _strip_think(_as_text(text))
+    body = _strip_think(as_text(text))
     tasks, returns = _all("task", body), _all("return", body)
     if len(tasks) + len(returns) != 1:
         return "invalid", "expected exactly one <task> or <return>"
@@ -180,7 +180,7 @@ def extract_json(text: str, max_attempts: int = 64) -> Optional[Any]:
     """The first JSON object in a text (fenced or bare), or None. One pass over the text:
     each balanced {...} span (braces inside JSON strings ignored) is tried once; a span
     that does not load is skipped whole."""
-    text = _as_text(text)
+    text = as_text(text)
     start = text.find("{")
     attempts = 0
     while start >= 0 and attempts < max_attempts:
