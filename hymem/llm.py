@@ -42,11 +42,13 @@ class ModelClient(Protocol):
 
 
 class ModelError(RuntimeError):
-    """The model endpoint failed or answered something unreadable."""
+    """The model endpoint failed or answered something unreadable. `transient`: a retry
+    may cure it; `request_fault`: this request was refused (HTTP 4xx, a prompt too long),
+    which says nothing about the endpoint's health."""
 
-    def __init__(self, message: str, transient: bool = False):
+    def __init__(self, message: str, transient: bool = False, request_fault: bool = False):
         super().__init__(message)
-        self.transient = transient
+        self.transient, self.request_fault = transient, request_fault
 
 
 class EndpointDown(RuntimeError):
@@ -126,8 +128,9 @@ class OpenAIClient:
                 detail = e.read()[:500]
             except Exception:
                 detail = b""
-            raise ModelError(f"{self.base_url}{path}: HTTP {e.code}: {detail!r}",
-                             transient=e.code in (408, 429) or e.code >= 500) from e
+            transient = e.code in (408, 429) or e.code >= 500
+            raise ModelError(f"{self.base_url}{path}: HTTP {e.code}: {detail!r}", transient=transient,
+                             request_fault=not transient and 400 <= e.code < 500) from e
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise ModelError(f"{self.base_url}{path} unreachable: {e}", transient=True) from e
 
@@ -161,7 +164,8 @@ class GuardedClient:
     """Wraps a client: transient ModelErrors are retried (`retries` times, backoff
     `backoff_s * 2**k`); any other exception from the client becomes a ModelError; after
     `max_consecutive_failures` calls in a row fail (across all threads), every call raises
-    EndpointDown. One success resets the count."""
+    EndpointDown. One success resets the count; a refused request (`request_fault`, e.g.
+    a prompt too long) neither counts nor resets."""
 
     def __init__(self, client, retries: int = 2, backoff_s: float = 1.0, max_consecutive_failures: int = 3,
                  sleep: Callable[[float], None] = time.sleep):
@@ -194,6 +198,8 @@ class GuardedClient:
                 if err.transient and attempt < self.retries and not self.down:
                     self.sleep(self.backoff_s * 2 ** attempt)
                     continue
+                if err.request_fault:
+                    raise err from e
                 with self._lock:
                     self.consecutive_failures += 1
                     self.last_error = str(err)[:300]
@@ -234,7 +240,7 @@ class EngineClient:
             return Completion(_clean_text(out.text), _as_int(out.prompt_tokens), _as_int(out.completion_tokens),
                               _as_int(out.cached_tokens))
         except Exception as e:  # prompt too long, bad parameters, an engine fault: a failed call
-            raise ModelError(f"engine: {type(e).__name__}: {e}") from e
+            raise ModelError(f"engine: {type(e).__name__}: {e}", request_fault=isinstance(e, ValueError)) from e
 
 
 Script = Union[Callable[[str, list], str], dict]
