@@ -5,7 +5,7 @@ import json
 
 from hymem import HyMemAgent, HyMemConfig, ScriptedClient, Toolbox, search_tools
 from hymem.baselines import BaselineConfig, FlatAgent
-from tests.hymem.test_agent import ANSWER, DOCS, FAILED, RESULTS, SEARCH, TASK, memory_script, toolbox
+from tests.hymem.test_agent import ANSWER, DOCS, FAILED, SEARCH, TASK, memory_script, toolbox
 
 
 def _folds(result):
