@@ -16,7 +16,8 @@ from configs.activemem_base import policy_defaults
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32", max_slots=8, max_len=4096))
+    # 16 slots: the 5 N x 2 tasks of a variant run in one batch
+    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32", max_slots=16, max_len=4096))
     c.policy = policy_defaults(num_latents=4, max_tokens=96, capacity=1024)
     c.benchmark = ml_collections.ConfigDict(dict(
         seed=0, n_entities=2000, split="test", n_objectives=(1, 2, 4, 8, 16), n_tasks=2))
