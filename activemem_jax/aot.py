@@ -30,7 +30,6 @@ rematerialization and padding are not counted.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
 import time
@@ -67,10 +66,6 @@ ARCHITECTURES: dict[str, dict] = {
 }
 ARCHITECTURES["Qwen2.5-1.5B"] = ARCHITECTURES["Qwen2.5-1.5B-Instruct"]
 
-# ModelConfig's runtime switches a config's `model` section may carry (those the loader takes)
-RUNTIME_KEYS = ("dtype", "activation_dtype", "remat", "quant", "scan_layers", "remat_policy")
-
-
 def hf_fields(path: str) -> tuple[dict, str]:
     """(config.json fields, source) of a model path: a directory's config.json, or the
     known architecture its last path component names."""
@@ -85,24 +80,14 @@ def hf_fields(path: str) -> tuple[dict, str]:
 
 
 def runtime_options(model_section, with_scan: Optional[bool] = None) -> dict:
-    """The config's model switches that both `load_pretrained` and `ModelConfig` accept
-    (scan_layers / remat_policy pass only once the loader takes them). with_scan
-    overrides scan_layers (when supported)."""
-    from activemem_jax.models import ModelConfig, load_pretrained
+    """The config's model switches (`load_from_config`'s fields but the path); with_scan
+    overrides scan_layers."""
+    from activemem_jax.models.loading import MODEL_FIELDS
 
-    params = inspect.signature(load_pretrained).parameters
-    fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    out = {k: model_section[k] for k in RUNTIME_KEYS if k in model_section and k in params and k in fields}
-    if with_scan is not None and "scan_layers" in params and "scan_layers" in fields:
+    out = {k: model_section[k] for k in MODEL_FIELDS if k != "path" and k in model_section}
+    if with_scan is not None:
         out["scan_layers"] = bool(with_scan)
     return out
-
-
-def scan_supported() -> bool:
-    from activemem_jax.models import ModelConfig, load_pretrained
-
-    return ("scan_layers" in inspect.signature(load_pretrained).parameters
-            and "scan_layers" in {f.name for f in dataclasses.fields(ModelConfig)})
 
 
 def model_config(path: str, runtime: dict):
@@ -448,4 +433,4 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
 __all__ = ["ARCHITECTURES", "Compilable", "Report", "Work", "abstract_backbone", "abstract_controller",
            "compile_report", "controller_function", "engine_functions", "engine_mesh", "engine_steps",
            "forward_flops", "hf_fields", "loss_config", "model_config", "rows_sharding", "runtime_options",
-           "scan_supported", "train_functions", "training_rows", "with_sharding"]
+           "train_functions", "training_rows", "with_sharding"]

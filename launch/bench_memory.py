@@ -14,6 +14,7 @@ and writes bench_results/memory.json. A benchmark, not a test: it takes tens of 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -40,7 +41,9 @@ def _config(overrides: dict, args, out_dir: str):
     for key, value in [*(kv.split("=", 1) for kv in args.set), *overrides.items()]:
         section, name = key.split(".")
         old = cfg[section][name]
-        cfg[section][name] = type(old)(value) if isinstance(value, str) and not isinstance(old, str) else value
+        if isinstance(value, str) and not isinstance(old, str):  # "--set a.b=False" -> False, "1e-3" -> 0.001
+            value = ast.literal_eval(value)
+        cfg[section][name] = value
     return cfg
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 
 from activemem_jax.models.config import ModelConfig, RopeConfig
-from activemem_jax.models.kv_cache import KV_BLOCK, CacheIndex, KVCache, LayerKV  # noqa: F401 (re-exported)
+from activemem_jax.models.kv_cache import CacheIndex, KVCache, LayerKV
 from activemem_jax.models.quant import matmul_int8
 
 

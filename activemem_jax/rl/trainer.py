@@ -72,21 +72,20 @@ class Trainer:
         self.model = model  # the training backbone, sharded over the global mesh
         self.mesh = model.mesh
         self.hosts = Hosts(self.mesh)
-        self.nproc = self.hosts.count
         self.gen_model = model
-        if self.nproc > 1:  # each host rolls out on its own devices, with its own engine
+        if self.hosts.count > 1:  # each host rolls out on its own devices, with its own engine
             self.gen_model = load_from_config(cfg.model, mesh=host_mesh(),
                                               rules=rules, remat=False, remat_policy="")
-            if t.mini_batch_rows % self.nproc:
+            if t.mini_batch_rows % self.hosts.count:
                 raise ValueError(f"train.mini_batch_rows={t.mini_batch_rows} must be a multiple of the "
-                                 f"{self.nproc} processes")
+                                 f"{self.hosts.count} processes")
         self._own_engine = engine is None
         self.engine = engine or Engine(self.gen_model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
         self.policy = ActiveMem(self.gen_model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()),
                                 seed=cfg.seed)
         self.tasks, self.make_env, self.search = build_tasks(cfg, model)
         self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
-                                       process_index=jax.process_index(), process_count=jax.process_count(),
+                                       process_index=self.hosts.index, process_count=self.hosts.count,
                                        drop_remainder=True).repeat().to_iter_dataset()) \
             if len(self.tasks) >= t.prompts_per_step else None
         if self.data is None:
@@ -174,15 +173,15 @@ class Trainer:
             group = list(tasks)
         else:
             group = repeat_tasks(tasks, t.group_size)
-        base = (self.step * self.nproc + self.hosts.index) * len(group)
+        base = (self.step * self.hosts.count + self.hosts.index) * len(group)
         uids = [base + i for i in range(len(group))]
         env = self.make_env()
         self.engine.clear_prefix_cache()
         if self.algo == "sft":
             return self._expert_rollout(env, group, uids), group
-        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.nproc == 1,
+        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.hosts.count == 1,
                                      temperature=self.policy.config.temperature)
-        if self.nproc > 1:
+        if self.hosts.count > 1:
             result = self.policy.commit(result, gather=self.hosts.gather_commit)
         return result, group
 
@@ -191,16 +190,16 @@ class Trainer:
 
         if hasattr(env, "expert"):  # the environment knows its right responses (recall)
             result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
-                                         commit=self.nproc == 1, responder=env.expert)
-            return self.policy.commit(result, gather=self.hosts.gather_commit) if self.nproc > 1 else result
+                                         commit=self.hosts.count == 1, responder=env.expert)
+            return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
         if self.search is None:
             raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
         k = self.cfg.data.retrieval_topk
         scripts = [expert_actions(task, lambda q, n: self.search.search(q, n), k) for task in group]
         result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
-                                     commit=self.nproc == 1,
+                                     commit=self.hosts.count == 1,
                                      responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
-        return self.policy.commit(result, gather=self.hosts.gather_commit) if self.nproc > 1 else result
+        return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
 
     def train_step(self) -> dict:
         t = self.cfg.train
@@ -209,7 +208,7 @@ class Trainer:
         result, group = self.rollout()
         t1 = time.perf_counter()
         rewards = np.asarray([tr.reward for tr in result.trajectories], np.float32)
-        if self.nproc == 1 and not any(tr.steps for tr in result.trajectories):
+        if self.hosts.count == 1 and not any(tr.steps for tr in result.trajectories):
             # every prompt overflowed the engine's context: nothing to learn from
             log.warning("step %d: no turns (prompts longer than engine.max_len?); update skipped", self.step)
             self.step += 1

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from activemem_jax.models import KVCache, forward, load_pretrained
-from activemem_jax.models.decoder import KV_BLOCK, matmul
+from activemem_jax.models.decoder import matmul
+from activemem_jax.models.kv_cache import KV_BLOCK
 from tests.models.tiny_hf import make_tiny
 
 
