@@ -16,6 +16,39 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
+# XLA:CPU maps each compiled program's code into its own memory mappings; a process may
+# hold vm.max_map_count (65,530 by default) of them. The whole suite in one process
+# compiles thousands of programs (about 5,000 mappings per module) and, past the limit,
+# LLVM fails with "Cannot allocate memory" or XLA segfaults. Past this share of the
+# limit, the compiled programs are dropped between modules (later calls recompile).
+MAP_SHARE = 0.4
+
+
+def _map_limit() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+def mappings() -> int:
+    try:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:  # not Linux: no such limit to manage
+        return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bounded_compiled_programs():
+    yield
+    if mappings() > MAP_SHARE * _map_limit():
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
+
 
 @pytest.fixture(scope="session")
 def one_device_mesh():
