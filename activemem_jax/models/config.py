@@ -16,7 +16,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "mistral": {},
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
+    "smollm3": {},  # Llama with NoPE layers (`rope_layers`)
 }
+# families read from Hugging Face directories only (their GGUF metadata is not mapped)
+HF_ONLY = ("smollm3",)
 
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
 
@@ -53,6 +56,8 @@ class ModelConfig:
     o_bias: bool = False
     qk_norm: bool = False
     hidden_act: str = "silu"
+    # per layer: True = rotary positions, False = NoPE (SmolLM3's no_rope_layers); () = all rotary
+    rope_layers: tuple[bool, ...] = ()
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: Optional[int] = None
@@ -118,6 +123,9 @@ class ModelConfig:
         head = 0 if self.tie_word_embeddings else self.vocab_size * d
         return self.num_layers * per_layer + self.vocab_size * d + d + head
 
+    def layer_uses_rope(self, i: int) -> bool:
+        return not self.rope_layers or bool(self.rope_layers[i])
+
     def replace(self, **kw) -> "ModelConfig":
         return dataclasses.replace(self, **kw)
 
@@ -158,6 +166,7 @@ class ModelConfig:
             o_bias=bool(cfg.get("attention_bias", False)),
             qk_norm=fam.get("qk_norm", False),
             hidden_act=cfg.get("hidden_act", "silu"),
+            rope_layers=_rope_layers_from_hf(cfg, model_type, source),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=eos_ids,
             pad_token_id=cfg.get("pad_token_id"),
@@ -169,6 +178,9 @@ class ModelConfig:
                          source: str = "gguf", **runtime) -> "ModelConfig":
         """`fields`: plain GGUF key -> value (already decoded)."""
         arch = fields.get("general.architecture")
+        if arch in HF_ONLY:
+            raise UnsupportedModelError(f"{source}: {arch} GGUF files are not read (their NoPE layer "
+                                        "layout is not mapped); load the Hugging Face directory instead")
         if arch not in FAMILIES:
             raise UnsupportedModelError(
                 f"{source}: unknown architecture general.architecture={arch!r}; "
@@ -229,6 +241,22 @@ def _reject_unsupported_hf_fields(cfg: Mapping[str, Any], model_type: str, sourc
     layer_types = cfg.get("layer_types")
     if layer_types and any(t != "full_attention" for t in layer_types):
         raise NotImplementedError(f"{source}: layer_types other than full_attention are not implemented")
+
+
+def _rope_layers_from_hf(cfg: Mapping[str, Any], model_type: str, source: str) -> tuple[bool, ...]:
+    """SmolLM3: `no_rope_layers[i]` is 1 where layer i uses rotary positions (the name is
+    transformers'), else every `no_rope_layer_interval`-th layer is NoPE."""
+    if model_type != "smollm3":
+        return ()
+    n = int(cfg["num_hidden_layers"])
+    flags = cfg.get("no_rope_layers")
+    if flags is None:
+        every = int(cfg.get("no_rope_layer_interval", 4))
+        flags = [int((i + 1) % every != 0) for i in range(n)]
+    if len(flags) != n:
+        raise UnsupportedModelError(f"{source}: no_rope_layers has {len(flags)} entries for "
+                                    f"num_hidden_layers={n}")
+    return tuple(bool(f) for f in flags)
 
 
 def _rope_from_hf(cfg: Mapping[str, Any], source: str) -> RopeConfig:

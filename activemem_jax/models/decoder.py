@@ -329,18 +329,18 @@ class Decoder(nnx.Module):
             key_mask, new_mask = cache.key_mask(attention_mask, at)
         key_ok = key_mask[:, None, :span] & (jnp.arange(span)[None, None, :] <= query_slots[:, :, None])
 
-        run = functools.partial(_run_layer, cos=cos, sin=sin, key_ok=key_ok, at=at,
-                                causal_prefix=slots is None)
+        run = functools.partial(_run_layer, key_ok=key_ok, at=at, causal_prefix=slots is None)
         policy = self.config.remat_mode
         if policy != "none":
             run = jax.checkpoint(run, policy=REMAT_POLICIES[policy], static_argnums=(0,))
         if self.config.scan_layers:
-            x, layer_kv = self._scan_layers(run, x, cache)
+            x, layer_kv = self._scan_layers(run, x, cache, cos, sin)
         else:
             layer_kv = []
             for i, layer in enumerate(self.layers):
                 graphdef, state = nnx.split(layer)
-                x, kv = run(graphdef, state, x, None if cache is None else cache.layer(i))
+                c, s = (cos, sin) if self.config.layer_uses_rope(i) else (jnp.ones_like(cos), jnp.zeros_like(sin))
+                x, kv = run(graphdef, state, x, None if cache is None else cache.layer(i), c, s)
                 layer_kv.append(kv)
 
         hidden = self.final_norm(x)
@@ -348,23 +348,27 @@ class Decoder(nnx.Module):
         new_cache = None if cache is None else cache.with_layers(layer_kv, new_mask)
         return logits, hidden, new_cache
 
-    def _scan_layers(self, run, x, cache: Optional[KVCache]):
+    def _scan_layers(self, run, x, cache: Optional[KVCache], cos, sin):
         """All layers under one `jax.lax.scan` over the stacked weights; the stacked cache
-        rides in the carry and each layer writes its own slice in place."""
+        rides in the carry and each layer writes its own slice in place. A NoPE layer
+        rotates by angle 0 (cos 1, sin 0)."""
         graphdef, stacked = nnx.split(self.layers)
         kv = None if cache is None else cache.layer(None)
+        n = self.config.num_layers
+        rotary = jnp.asarray([self.config.layer_uses_rope(i) for i in range(n)])
 
         def body(carry, xs):
             x, kv = carry
-            state, i = xs
-            x, kv = run(graphdef, state, x, None if kv is None else kv.replace(layer=i))
+            state, i, use = xs
+            c, s = (jnp.where(use, cos, 1.0), jnp.where(use, sin, 0.0)) if self.config.rope_layers else (cos, sin)
+            x, kv = run(graphdef, state, x, None if kv is None else kv.replace(layer=i), c, s)
             return (x, None if kv is None else kv.replace(layer=None)), None
 
-        layer_ids = jnp.arange(self.config.num_layers, dtype=jnp.int32)
-        (x, kv), _ = jax.lax.scan(body, (x, kv), (stacked, layer_ids))
+        layer_ids = jnp.arange(n, dtype=jnp.int32)
+        (x, kv), _ = jax.lax.scan(body, (x, kv), (stacked, layer_ids, rotary))
         return x, [kv]
 
 
-def _run_layer(graphdef, state, x, kv, *, cos, sin, key_ok, at, causal_prefix):
+def _run_layer(graphdef, state, x, kv, cos, sin, *, key_ok, at, causal_prefix):
     """One decoder layer as a pure function of its weights (what remat and scan wrap)."""
     return nnx.merge(graphdef, state)(x, cos, sin, key_ok, kv, at, causal_prefix)

@@ -76,6 +76,16 @@ def test_unsupported_fields_raise_not_implemented_naming_the_field(changes, fiel
         ModelConfig.from_hf_dict({**base, **changes})
 
 
+def test_smollm3_nope_layers_are_read_and_checked():
+    base = dict(model_type="smollm3", vocab_size=32, hidden_size=16, intermediate_size=32,
+                num_hidden_layers=8, num_attention_heads=2)
+    every_fourth = ModelConfig.from_hf_dict(base)  # transformers' default: every 4th layer NoPE
+    assert every_fourth.rope_layers == (True, True, True, False) * 2
+    assert ModelConfig.from_hf_dict({**base, "model_type": "llama"}).rope_layers == ()
+    with pytest.raises(UnsupportedModelError, match="no_rope_layers has 3 entries for num_hidden_layers=8"):
+        ModelConfig.from_hf_dict({**base, "no_rope_layers": [1, 0, 1]})
+
+
 def test_logits_rejects_out_of_vocab_ids(tmp_path, one_device_mesh):
     make_tiny(tmp_path, "llama_tied_mha")
     model = load_pretrained(str(tmp_path), mesh=one_device_mesh)

@@ -14,9 +14,11 @@ from activemem_jax.models.generate import greedy_generate
 from tests.models.tiny_hf import hf_logits, left_padded_batch, make_tiny
 
 
-@pytest.mark.parametrize("family", ["qwen2_bias_gqa3", "qwen3_odd_head_dim", "llama_gqa3_llama3rope"])
+@pytest.mark.parametrize("family", ["qwen2_bias_gqa3", "qwen3_odd_head_dim", "llama_gqa3_llama3rope",
+                                    "smollm3_nope"])
 def test_scanned_logits_equal_unrolled_and_transformers(tmp_path, family, one_device_mesh):
-    torch_model = make_tiny(tmp_path, family, num_hidden_layers=3)
+    layers = dict(no_rope_layers=[0, 1, 1]) if family.startswith("smollm3") else {}
+    torch_model = make_tiny(tmp_path, family, num_hidden_layers=3, **layers)
     unrolled = load_pretrained(str(tmp_path), mesh=one_device_mesh)
     scanned = load_pretrained(str(tmp_path), mesh=one_device_mesh, scan_layers=True)
     ids, mask = left_padded_batch(np.random.default_rng(1), unrolled.config.vocab_size, [24, 17, 5], 24)

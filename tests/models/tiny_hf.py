@@ -23,6 +23,11 @@ FAMILIES = {
     "qwen3_odd_head_dim": (transformers.Qwen3Config,
                            dict(num_attention_heads=4, num_key_value_heads=4, head_dim=24,
                                 tie_word_embeddings=False)),
+    # layers 1 and 3 NoPE (no_rope_layers[i] = 1 means rotary, as transformers names it)
+    "smollm3_nope": (transformers.SmolLM3Config,
+                     dict(num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                          no_rope_layers=[1, 0, 1, 0], tie_word_embeddings=True, pad_token_id=0,
+                          bos_token_id=1, eos_token_id=2)),
     "mistral_gqa3": (transformers.MistralConfig,
                      dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=16,
                           sliding_window=None, tie_word_embeddings=False)),
