@@ -20,14 +20,14 @@ import json
 import os
 import time
 import uuid
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
 
-from activemem_jax.engine import Engine, EngineUnavailable, PromptTooLong, QueueFull, SamplingParams
+from activemem_jax.engine import Engine, EngineUnavailable, PromptTooLong, QueueFull, SamplingParams, usage
 from activemem_jax.engine.sampling import INT32_MAX, TOP_LOGPROBS
 
 DEFAULT_MAX_TOKENS = 512  # what an absent or null max_tokens means (capped by the context left)
@@ -152,10 +152,19 @@ def _api_error(e: Exception, param: str) -> APIError:
 
 
 def _failed(output) -> APIError:
+    """An output that did not finish: an engine fault (500) or a cancellation (503)."""
+    if output.finish_reason == "cancelled":
+        return APIError(503, "the request was cancelled before it finished (the engine is stopping, or a "
+                             "request of the same batch failed); retry it", code="request_cancelled",
+                        kind="server_error")
     return APIError(500, f"the engine failed on this request: {output.error}", code="engine_error")
 
 
-def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> FastAPI:
+def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Optional[str] = None) -> FastAPI:
+    """model_names: the ids a request may ask for (the first is the default in replies)."""
+    names = [model_names] if isinstance(model_names, str) else list(dict.fromkeys(model_names))
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"model_names={model_names!r}: give at least one non-empty name")
     app = FastAPI(title="activemem-jax model server")
     tokenizer = engine.tokenizer
 
@@ -191,8 +200,12 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
-                                            "owned_by": "activemem-jax"}]}
+        return {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "activemem-jax"}
+                                           for n in names]}
+
+    def served(req: _Common) -> str:
+        """The id a reply carries: the one the request asked for, else the first name."""
+        return req.model if req.model in names else names[0]
 
     def check_n(req: _Common):
         if not 1 <= req.n <= 16:
@@ -200,9 +213,9 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
 
     def params_of(req: _Common, max_tokens: Optional[int], n_prompt: int, logprobs: bool,
                   top_logprobs: int, index: int, prompt_param: str) -> SamplingParams:
-        if req.model not in (None, "", model_name):
+        if req.model not in (None, "", *names):
             raise APIError(404, f"model {req.model!r} does not exist; this server serves "
-                                f"{model_name!r}", "model", "model_not_found")
+                                f"{', '.join(map(repr, names))}", "model", "model_not_found")
         room = engine.max_len - n_prompt
         if room < 1:
             raise APIError(400, f"the prompt has {n_prompt} tokens; the context is {engine.max_len}",
@@ -222,7 +235,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
             out = [d async for d in engine.stream(ids, params)][-1].output
         except Exception as e:
             raise _api_error(e, param) from e
-        if out.finish_reason == "error":
+        if out.finish_reason in ("error", "cancelled"):
             raise _failed(out)
         return out
 
@@ -245,13 +258,6 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                               for i, v in (out.top_logprobs[k] if k < len(out.top_logprobs) else [])][:top_n]}
             for k, (t, lp) in enumerate(zip(out.token_ids, out.logprobs))]}
 
-    def usage_of(outs) -> dict:
-        prompt = outs[0].prompt_tokens if outs else 0
-        completion = sum(o.completion_tokens for o in outs)
-        return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": max((o.cached_tokens for o in outs), default=0)}}
-
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest):
         check_n(req)
@@ -268,20 +274,21 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                   for i in range(req.n)]
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
-            return StreamingResponse(stream_chat(ids, params, rid, created), media_type="text/event-stream")
+            return StreamingResponse(stream_chat(ids, params, rid, created, served(req)),
+                                     media_type="text/event-stream")
         outs = await run_all([(ids, p) for p in params], "messages")
-        return {"id": rid, "object": "chat.completion", "created": created, "model": model_name,
+        return {"id": rid, "object": "chat.completion", "created": created, "model": served(req),
                 "choices": [{"index": i, "message": {"role": "assistant", "content": o.text},
                              "logprobs": chat_logprobs(o, top_n) if req.logprobs else None,
                              "finish_reason": _reason(o.finish_reason)} for i, o in enumerate(outs)],
-                "usage": usage_of(outs)}
+                "usage": usage(outs, n=len(outs))}
 
-    async def stream_chat(ids, params, rid, created):
-        def chunk(choices, usage=None):
+    async def stream_chat(ids, params, rid, created, model):
+        def chunk(choices, totals=None):
             body = {"id": rid, "object": "chat.completion.chunk", "created": created,
-                    "model": model_name, "choices": choices}
-            if usage is not None:
-                body["usage"] = usage
+                    "model": model, "choices": choices}
+            if totals is not None:
+                body["usage"] = totals
             return f"data: {json.dumps(body)}\n\n"
 
         queue: asyncio.Queue = asyncio.Queue()
@@ -301,7 +308,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                               "logprobs": None, "finish_reason": None}])
             while pending:
                 i, delta, err = await queue.get()
-                if err is None and delta.output is not None and delta.output.finish_reason == "error":
+                if err is None and delta.output is not None and delta.output.finish_reason in ("error", "cancelled"):
                     err = _failed(delta.output)
                 if err is not None:  # one failed choice ends the stream (the rest are cancelled)
                     body = _error_body(err.status, err.message, err.param, err.code, err.kind)
@@ -316,7 +323,7 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                     pending -= 1
                     yield chunk([{"index": i, "delta": {}, "logprobs": None,
                                   "finish_reason": _reason(delta.output.finish_reason)}])
-            yield chunk([], usage=usage_of(outs))
+            yield chunk([], totals=usage(outs, n=len(outs)))
             yield "data: [DONE]\n\n"
         finally:
             for t in tasks:  # client gone: cancelling the pumps cancels the requests
@@ -360,26 +367,37 @@ def make_app(engine: Engine, model_name: str, api_key: Optional[str] = None) -> 
                       "top_logprobs": [{token_text(i): v for i, v in row[:top_n]} for row in o.top_logprobs]
                       if top_n else None}
             choices.append({"index": k, "text": text, "logprobs": lp, "finish_reason": _reason(o.finish_reason)})
-        usage = {"prompt_tokens": sum(o.prompt_tokens for o in outs[:: req.n]),
-                 "completion_tokens": sum(o.completion_tokens for o in outs)}
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        usage["prompt_tokens_details"] = {"cached_tokens": sum(o.cached_tokens for o in outs)}
         return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-                "model": model_name, "choices": choices, "usage": usage}
+                "model": served(req), "choices": choices, "usage": usage(outs, n=req.n)}
 
     return app
 
 
 def _reason(reason: str) -> str:
-    """OpenAI's finish_reason ("error" never gets here: it is a 500 or an error event)."""
-    return "length" if reason == "length" else "stop"
+    """OpenAI's finish_reason of a finished output ("error" and "cancelled" never get here:
+    `_failed` makes them a 5xx or an error event)."""
+    if reason not in ("stop", "length"):
+        raise ValueError(f"finish_reason {reason!r} is not a completion's")
+    return reason
+
+
+def served_names(model: str, served_model_name=None) -> list[str]:
+    """The ids a server answers to: --served-model-name's (comma-separated, first is the
+    default id of replies), then the --model value as given and, for a path, its last
+    component; "embedded" is also "smollm2-135m-instruct"."""
+    extra = served_model_name or []
+    extra = [n.strip() for n in extra.split(",")] if isinstance(extra, str) else list(extra)
+    own = [model] + (["smollm2-135m-instruct"] if model == "embedded" else
+                     [os.path.basename(os.path.normpath(model))])
+    return list(dict.fromkeys(n for n in [*extra, *own] if n))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="OpenAI-compatible server on the activemem-jax engine")
     ap.add_argument("--config", help="ml_collections config file with a `serve` section")
     ap.add_argument("--model", default=None, help="HF directory, .gguf file, or 'embedded'")
-    ap.add_argument("--served-model-name", default=None)
+    ap.add_argument("--served-model-name", default=None,
+                    help="more ids the model answers to, comma-separated (the --model value always works)")
     ap.add_argument("--host", default=None)
     ap.add_argument("--port", type=int, default=None)
     ap.add_argument("--api-key", default=os.environ.get("ACTIVEMEM_API_KEY"))
@@ -405,14 +423,13 @@ def main(argv=None):
 
     model = load_from_config({"path": cfg["model"], "dtype": cfg["dtype"], "activation_dtype": cfg["activation_dtype"],
                               "quant": cfg["quant"]})
-    name = cfg["served_model_name"] or ("smollm2-135m-instruct" if cfg["model"] == "embedded"
-                                        else os.path.basename(os.path.normpath(cfg["model"])))
+    names = served_names(cfg["model"], cfg["served_model_name"])
     engine = Engine(model, max_slots=cfg["max_slots"], max_len=cfg["max_len"], max_queue=cfg["max_queue"])
     import uvicorn
 
-    print(f"serving {name} on http://{cfg['host']}:{cfg['port']}/v1 "
+    print(f"serving {', '.join(names)} on http://{cfg['host']}:{cfg['port']}/v1 "
           f"({cfg['max_slots']} slots x {cfg['max_len']} tokens)", flush=True)
-    uvicorn.run(make_app(engine, name, args.api_key), host=cfg["host"], port=cfg["port"],
+    uvicorn.run(make_app(engine, names, args.api_key), host=cfg["host"], port=cfg["port"],
                 log_level="warning")
 
 

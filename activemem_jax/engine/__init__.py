@@ -4,8 +4,8 @@
 """
 
 from activemem_jax.engine.engine import (Delta, Engine, EngineUnavailable, Output, PromptTooLong, QueueFull,
-                                         RequestHandle)
+                                         RequestHandle, usage)
 from activemem_jax.engine.sampling import SamplingParams
 
 __all__ = ["Delta", "Engine", "EngineUnavailable", "Output", "PromptTooLong", "QueueFull", "RequestHandle",
-           "SamplingParams"]
+           "SamplingParams", "usage"]

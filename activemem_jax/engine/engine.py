@@ -75,9 +75,19 @@ class Output:
 
     @property
     def usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        return usage([self])
+
+
+def usage(outputs, n: int = 1) -> dict:
+    """OpenAI usage of `outputs`, `n` consecutive ones per prompt (a request's n choices):
+    each prompt counts once; its cached tokens are those no choice had to prefill (the
+    fewest any of its choices reused)."""
+    outputs = list(outputs)
+    groups = [outputs[i:i + n] for i in range(0, len(outputs), max(n, 1))]
+    prompt = sum(g[0].prompt_tokens for g in groups)
+    completion = sum(o.completion_tokens for o in outputs)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": sum(min(o.cached_tokens for o in g) for g in groups)}}
 
 
 @dataclasses.dataclass
@@ -663,4 +673,4 @@ class Engine:
 
 
 __all__ = ["Delta", "Engine", "EngineUnavailable", "Output", "PromptTooLong", "QueueFull", "RequestHandle",
-           "SamplingParams"]
+           "SamplingParams", "usage"]

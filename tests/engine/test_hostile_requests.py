@@ -295,3 +295,55 @@ def test_a_closed_engine_is_unhealthy(embedded_model):
         assert status == 503 and health["status"] == "closed", health
         status, err = request(u, "/v1/completions", {"prompt": "Hello", "max_tokens": 2})
         assert status == 503 and "closed" in err["error"]["message"], err
+
+
+# ------------------------------------------------------------------ error semantics, names, usage
+
+
+def test_a_cancelled_request_is_a_503_or_an_error_event_never_a_stop(url, engine, monkeypatch):
+    submit = engine.submit
+
+    def cancelled_at_once(*a, **k):
+        handle = submit(*a, **k)
+        handle.cancel()
+        return handle
+
+    monkeypatch.setattr(engine, "submit", cancelled_at_once)
+    status, err = request(url, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 8})
+    assert status == 503 and err["error"]["code"] == "request_cancelled", err
+    status, events = stream(url, {"messages": QUESTION, "max_tokens": 8})
+    assert events[-1] == "[DONE]" and events[-2]["error"]["code"] == "request_cancelled", events
+    assert not any(c.get("finish_reason") for e in events if isinstance(e, dict) for c in e.get("choices", ()))
+    monkeypatch.undo()
+    assert_serving(url)
+
+
+def test_every_served_name_is_accepted_and_listed(engine):
+    from activemem_jax.serve import served_names
+
+    names = served_names("embedded", "my-agent-model")
+    assert names == ["my-agent-model", "embedded", "smollm2-135m-instruct"]
+    assert served_names("/ckpt/Qwen2.5-1.5B/", "a, b") == ["a", "b", "/ckpt/Qwen2.5-1.5B/", "Qwen2.5-1.5B"]
+    with running(make_app(engine, names)) as u:
+        status, listed = request(u, "/v1/models", method="GET")
+        assert [m["id"] for m in listed["data"]] == names
+        for name in ("embedded", "smollm2-135m-instruct"):
+            status, body = request(u, "/v1/completions", {"model": name, "prompt": "1, 2, 3,", "max_tokens": 2})
+            assert status == 200 and body["model"] == name, body
+        status, body = request(u, "/v1/chat/completions", {"messages": HI, "max_tokens": 2})
+        assert status == 200 and body["model"] == "my-agent-model"
+        status, err = request(u, "/v1/chat/completions", {"model": "gpt-4", "messages": HI, "max_tokens": 2})
+        assert status == 404 and "'embedded'" in err["error"]["message"], err
+
+
+def test_usage_counts_each_prompt_once_and_only_what_no_choice_prefilled():
+    from activemem_jax.engine import Output, usage
+
+    def out(prompt, cached, completion):
+        return Output("", [0] * completion, [], [], "stop", prompt, cached)
+
+    # two prompts x n=2: the first choice of prompt A prefilled it, its sibling copied it
+    outs = [out(10, 0, 3), out(10, 10, 4), out(7, 7, 1), out(7, 7, 2)]
+    assert usage(outs, n=2) == {"prompt_tokens": 17, "completion_tokens": 10, "total_tokens": 27,
+                                "prompt_tokens_details": {"cached_tokens": 7}}
+    assert outs[1].usage == usage([outs[1]]) and outs[1].usage["prompt_tokens_details"]["cached_tokens"] == 10
