@@ -162,6 +162,9 @@ def engine_steps(graphdef, model_cfg, mesh, rules, slots: int, rows: int):
 class Work:
     tokens: int            # tokens one call processes (0: not a token step)
     model_flops: float     # useful FLOPs of one call, whole slice
+    # the layers run under one scan: XLA's cost analysis counts the loop body once, so its
+    # FLOPs, bytes and time estimate cover one layer, and no MFU or tokens/s follow from them
+    scanned: bool = False
 
 
 @dataclasses.dataclass
@@ -203,13 +206,15 @@ class Report:
 
     @property
     def mfu(self) -> float:
-        if not self.estimate or not self.work.model_flops:
+        if not self.estimate or not self.work.model_flops or self.work.scanned:
             return float("nan")
         return self.work.model_flops / self.devices / (self.estimate * self.peak)
 
     @property
     def tokens_per_s(self) -> float:
-        return self.work.tokens / self.estimate if self.estimate and self.work.tokens else float("nan")
+        if self.work.scanned or not self.estimate or not self.work.tokens:
+            return float("nan")
+        return self.work.tokens / self.estimate
 
 
 def _cost(compiled) -> dict:
@@ -352,13 +357,12 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
         micro = int(t.micro_batch_rows) if 0 < t.micro_batch_rows < rows else rows
         remat = getattr(model_cfg, "remat_mode", "full" if model_cfg.remat else "none")
         note = (f"per micro-batch of {micro} rows" if micro < rows else "whole mini-batch") + f", remat {remat}"
-        if getattr(model_cfg, "scan_layers", False):
-            note += ", scanned layers (XLA counts one)"
+        scanned = bool(getattr(model_cfg, "scan_layers", False))
         out.append(Compilable(f"update {algo} {rows}x{length}", step._step, (params, opt_state, state, batch), {},
-                              Work(micro * length, 2 * fwd * micro / rows), mesh, note))
+                              Work(micro * length, 2 * fwd * micro / rows, scanned), mesh, note))
         if algo == "grpo":
             out.append(Compilable(f"logprobs {rows}x{length}", step._logp, (params, state, batch), {},
-                                  Work(rows * length, fwd), mesh, "old / reference policy"))
+                                  Work(rows * length, fwd, scanned), mesh, "old / reference policy"))
     return out
 
 
@@ -423,10 +427,11 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     return [
         Compilable(f"prefill {p}x{r} kv={kv_prefill}", fns["prefill"], (state, dstate, *inputs),
                    dict(kv_len=kv_prefill, fresh=False),
-                   Work(p * r, forward_flops(model_cfg, p * r, kv_prefill - r / 2, p)), mesh, note),
+                   Work(p * r, forward_flops(model_cfg, p * r, kv_prefill - r / 2, p), model_cfg.scan_layers), mesh,
+                   note),
         Compilable(f"decode {slots} slots kv={kv_decode}", fns["generate"], (state, dstate, None),
                    dict(kv_len=kv_decode, top=False),
-                   Work(slots, forward_flops(model_cfg, slots, kv_decode, slots)), mesh, note),
+                   Work(slots, forward_flops(model_cfg, slots, kv_decode, slots), model_cfg.scan_layers), mesh, note),
     ]
 
 

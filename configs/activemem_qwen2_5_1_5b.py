@@ -12,6 +12,8 @@ from configs.activemem_base import base_config
 def get_config():
     c = base_config()
     c.out_dir = "runs/activemem_qwen2_5_1_5b"
+    c.topology = "v5p-8"  # the slice it is sized for: python launch/aot.py --config configs/activemem_qwen2_5_1_5b.py
+    c.model.scan_layers = True  # one scanned layer: compile time independent of depth (no LoRA)
     c.model.path = "/path/to/Qwen2.5-1.5B-Instruct"  # a local Hugging Face directory
     c.mesh.update(data=1, fsdp=-1, tensor=1)
     return c

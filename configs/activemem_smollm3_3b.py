@@ -9,5 +9,7 @@ from configs.activemem_base import base_config
 def get_config():
     c = base_config()
     c.out_dir = "runs/activemem_smollm3_3b"
+    c.topology = "v5p-8"  # the slice it is sized for: python launch/aot.py --config configs/activemem_smollm3_3b.py
+    c.model.scan_layers = True  # one scanned layer: compile time independent of depth (no LoRA)
     c.model.path = "/path/to/SmolLM3-3B"
     return c

@@ -1,6 +1,7 @@
 """Compile a training config's jitted steps for a TPU slice, without a TPU, and say
 whether each fits the chip's HBM (MaxText's train_compile.py technique).
 
+    python launch/aot.py --config configs/activemem_qwen2_5_1_5b.py    # on the config's own `topology`
     python launch/aot.py --config configs/activemem_qwen2_5_1_5b.py --topology v5p-8
     python launch/aot.py --config configs/activemem_qwen3_8b.py --topology v5p-16 --config.mesh.tensor=4
     python launch/aot.py --config ... --topology v5e-16 --only update_grpo,decode --length 4096
@@ -33,7 +34,8 @@ from ml_collections import config_flags  # noqa: E402
 
 FUNCTIONS = ("update_grpo", "update_sft", "logprobs", "controller", "prefill", "decode")
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_qwen2_5_1_5b.py", "training config file")
-_TOPOLOGY = flags.DEFINE_string("topology", "v5p-8", "TPU slice, e.g. v4-8, v5e-8, v5e-16, v5p-8, v5p-16, v6e-8")
+_TOPOLOGY = flags.DEFINE_string("topology", "", "TPU slice, e.g. v4-8, v5e-8, v5e-16, v5p-8, v5p-16, v6e-8 "
+                                "(default: the config's `topology`, else v5p-8)")
 _LENGTH = flags.DEFINE_integer("length", 0, "tokens per training row (0: engine.max_len)")
 _ONLY = flags.DEFINE_list("only", [], f"compile only these: {', '.join(FUNCTIONS)}")
 _LAYOUTS = flags.DEFINE_enum("layouts", "config", ["config", "both"],
@@ -58,9 +60,10 @@ def print_table(reports, chip, header: str) -> None:
         mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{100 * r.mfu:.0f}%"
         tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{r.tokens_per_s:,.0f}"
         fit = f"{100 * r.total / r.hbm:.0f}%" + ("" if r.fits else " NO FIT")
+        one = "¹" if r.work.scanned else ""  # XLA's counts and estimate cover one scanned layer
         rows.append((r.name, fmt_gib(r.args), fmt_gib(r.temp), fmt_gib(r.out), fmt_gib(r.total), fit,
-                     f"{r.flops / 1e12:.2f}", f"{r.bytes_accessed / 1e9:.1f}",
-                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}", mfu, tps,
+                     f"{r.flops / 1e12:.2f}{one}", f"{r.bytes_accessed / 1e9:.1f}{one}",
+                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}{one}", mfu, tps,
                      f"{r.compile_s:.0f}", r.note))
     widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
     for row in (cols, *rows):
@@ -79,7 +82,7 @@ def main(argv):
     try:
         if unknown:
             raise topologies.TopologyError(f"--only {unknown}: choose from {', '.join(FUNCTIONS)}")
-        sl = topologies.get_slice(_TOPOLOGY.value)
+        sl = topologies.get_slice(_TOPOLOGY.value or cfg.get("topology", "") or "v5p-8")
         m = cfg.mesh
         topologies.mesh_sizes(sl.name, sl.chips, m.data, m.fsdp, m.tensor)  # before libtpu: fast errors
         runtime = aot.runtime_options(cfg.model)
@@ -142,6 +145,10 @@ def main(argv):
     print()
     print_table(reports, chip, f"per device on {sl.name}: GiB of {chip.hbm_gib:g}; MFU and tok/s at the "
                                f"compiler's time estimate (~: roofline of its counts)")
+    if any(not isinstance(r, tuple) and r.work.scanned for r in reports):
+        print("¹ scanned layers: XLA counts the loop body once, so TFLOP, bytes and the time estimate cover one "
+              "layer and give no MFU or tok/s (the memory is whole); --config.model.scan_layers=False for "
+              "the full counts")
     if _JSON.value:
         from activemem_jax.bench_report import write_json
 
@@ -150,7 +157,7 @@ def main(argv):
             {"name": r.name, "args": r.args, "temp": r.temp, "out": r.out, "alias": r.alias, "total": r.total,
              "hbm": r.hbm, "fits": r.fits, "flops": r.flops, "bytes_accessed": r.bytes_accessed,
              "compiler_seconds": r.seconds, "estimate_seconds": r.estimate, "mfu": r.mfu, "tokens_per_s": r.tokens_per_s, "compile_s": r.compile_s,
-             "note": r.note} for r in reports]})
+             "scanned": r.work.scanned, "note": r.note} for r in reports]})
     bad = [r[0] if isinstance(r, tuple) else r.name for r in reports if isinstance(r, tuple) or not r.fits]
     if bad:
         print(f"does not fit {sl.name} ({chip.hbm_gib:g} GiB per chip): {', '.join(bad)}", file=sys.stderr)

@@ -11,6 +11,13 @@ concurrent requests (transformers: one batch of 16), the prefix-cache speedup of
 repeated 1,000-token prefix, and peak RSS. Compiles are warmed up before timing.
 
     python launch/bench_decode.py [--new-tokens 64] [--concurrent 16] [--out FILE]
+
+A paper-size model on a lent GPU or a TPU VM: the config's engine prefill and decode steps
+(every slot, attending to its whole KV bucket) at its slots, length, mesh and rules,
+random weights, timed; decode tokens/s against the HBM roofline (each step reads every
+weight and every slot's K/V rows):
+
+    python launch/bench_decode.py --config configs/activemem_qwen3_8b.py [--set engine.max_slots=32]
 """
 
 from __future__ import annotations
@@ -142,7 +149,16 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--concurrent", type=int, default=16)
     ap.add_argument("--out", default="bench_results/decode.json")
+    ap.add_argument("--peak-tflops", type=float, default=0.0,
+                    help="with --config: the device's dense bf16 peak, for MFU (known kinds are looked up)")
+    from activemem_jax.measure import add_config_args, run_config
+
+    add_config_args(ap)
     args = ap.parse_args()
+    if args.config:
+        write_json(args.out, run_config(args.config, args.set, ("prefill", "decode"), args.length, args.calls,
+                                        args.peak_tflops, args.hbm_gbps))
+        return
     n_new, conc = args.new_tokens, args.concurrent
 
     import jax

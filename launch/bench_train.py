@@ -11,6 +11,13 @@ process the same sequences per step; tokens/s counts prompt + completion tokens.
 
 Also prints the update step's FLOPs (XLA's cost analysis of the compiled step), its
 achieved FLOP/s and, on a GPU or TPU of a known kind (or with --peak-tflops), its MFU.
+
+A paper-size model on a lent GPU or a TPU VM: the config's own GRPO update step (per
+micro-batch, remat as configured) and old / reference log-prob pass at its mini-batch,
+mesh and rules, random weights, timed, with MFU against the device's bf16 peak:
+
+    python launch/bench_train.py --config configs/activemem_qwen2_5_1_5b.py [--length 2048] \
+        [--set mesh.fsdp=1 --set train.micro_batch_rows=16]
 """
 
 from __future__ import annotations
@@ -28,10 +35,6 @@ from activemem_jax.bench_report import peak_rss_gib, write_json
 PROMPTS = ("Is Paris in France? Answer Yes or No.", "Is water wet? Answer Yes or No.",
            "Is the sun hot? Answer Yes or No.", "Is snow cold? Answer Yes or No.")
 
-
-# dense bf16 peak FLOP/s by device kind (vendor figures), for the update step's MFU
-PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L4": 121e12, "TPU v4": 275e12,
-             "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v6": 918e12}
 
 
 def ours(args) -> dict:
@@ -157,7 +160,14 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the device's dense bf16 peak, for MFU (known GPUs/TPUs are looked up)")
     ap.add_argument("--out", default="bench_results/train.json")
+    from activemem_jax.measure import add_config_args, device_peaks, run_config
+
+    add_config_args(ap)
     args = ap.parse_args()
+    if args.config:
+        write_json(args.out, run_config(args.config, args.set, ("update_grpo", "logprobs"), args.length,
+                                        args.calls, args.peak_tflops, args.hbm_gbps))
+        return
     res = {"group": args.group, "prompts": args.prompts, "new_tokens": args.new_tokens, "weights": args.weights,
            "ours": ours(args)}
     try:
@@ -171,8 +181,7 @@ def main():
     print(f"ours  {o['tokens_per_s']:8.1f} tok/s  step {o['step_s']:.2f} s (rollout {o['rollout_s']:.2f}, "
           f"reference {o['reference_s']:.2f}, update {o['update_s']:.2f}); completions {o['completion_tokens_mean']:.1f}")
     achieved = o["update_flops"] / o["update_call_s"]
-    peak = args.peak_tflops * 1e12 if args.peak_tflops else next(
-        (v for k, v in PEAK_BF16.items() if k.lower() in o["device_kind"].lower()), None)
+    peak = args.peak_tflops * 1e12 if args.peak_tflops else device_peaks(o["device_kind"])[0]
     res["update_tflops"] = achieved / 1e12
     res["update_mfu"] = achieved / peak if peak else None
     print(f"update step: {o['update_flops'] / 1e9:.1f} GFLOP (XLA cost analysis) in {o['update_call_s']:.3f} s = "
