@@ -5,6 +5,7 @@ import pytest
 
 from activemem_jax.activemem import PolicyConfig, Step, Trajectory
 from activemem_jax.activemem import evaluate as ev
+from activemem_jax.envs import MultiObjectiveQAEnv
 
 
 def traj(answer, golds, peak, uid=0):
@@ -17,16 +18,17 @@ def traj(answer, golds, peak, uid=0):
 
 
 def test_rows_summary_table_and_plot(tmp_path):
-    rows = [ev.trajectory_row("activemem", traj("Paris; Rome", [["Paris"], ["Rome"]], 400)),
-            ev.trajectory_row("activemem", traj("Paris; Oslo", [["Paris"], ["Rome"]], 500, 1)),
+    rows = [ev.trajectory_row("activemem", traj("Paris; Rome", [["Paris"], ["Rome"]], 400), task_tokens=60),
+            ev.trajectory_row("activemem", traj("Paris; Oslo", [["Paris"], ["Rome"]], 500, 1), task_tokens=80),
             ev.trajectory_row("plain", traj("Paris", [["Paris"], ["Rome"]], 900))]
     assert rows[0]["em"] == 1.0 and rows[1]["em"] == 0.5 and rows[2]["em"] == 0.0
     assert rows[0]["f1"] == 1.0 and 0 < rows[1]["f1"] < 1 and rows[2]["f1"] == 0.0  # wrong answer count
     s = ev.summarize(rows)
     assert s["activemem"][2]["em"] == 0.75 and s["activemem"][2]["peak_tokens"] == 450
     assert s["activemem"][2]["peak_tokens_max"] == 500 and s["plain"][2]["tasks"] == 1
+    assert rows[1]["peak_beyond_task"] == 420 and s["activemem"][2]["peak_beyond_task"] == (340 + 420) / 2
     table = ev.format_table(s)
-    assert "| activemem | 2 | 2 | 0.750 |" in table and "| plain | 2 | 1 | 0.000 |" in table
+    assert "| activemem | 2 | 2 | 0.750 |" in table and "| 450 | 70 | 380 |" in table and "| plain | 2 | 1 | 0.000 |" in table
     ev.plot_peak_tokens(s, str(tmp_path / "peak.png"))
     assert (tmp_path / "peak.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -57,3 +59,8 @@ def test_evaluate_runs_every_n_in_one_batch_with_its_own_turn_budget(embedded_mo
     assert all(r["time_s"] > 0 and r["compile_s"] >= 0 for r in rows)
     s = ev.summarize(rows)
     assert set(s) == {"activemem", "plain"} and set(s["plain"]) == {1, 3}
+    tok = embedded_model.tokenizer
+    for r in rows:  # the task statement, tokenized apart, and what the peak holds beyond it
+        task = tasks[r["n_objectives"]][0]
+        assert r["task_tokens"] == len(tok.encode(MultiObjectiveQAEnv.initial_prompt(task), add_special_tokens=False))
+        assert 0 < r["peak_beyond_task"] == r["peak_tokens"] - r["task_tokens"]
