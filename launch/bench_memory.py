@@ -1,6 +1,6 @@
 """Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
 
-    python -m launch.bench_memory [--sft-steps 80 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
+    python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -8,13 +8,13 @@ seed (SFT warm start through the tree, then GRPO; configs/activemem_tiny_cpu.py)
 held-out accuracy on the recall task (envs/recall.py: facts shown one per turn, asked
 later, no text channel across turns, 8 codes: chance 0.125), plus the untrained
 controller. Prints a table with the tree telemetry and a learning curve per variant,
-and writes bench_results/memory.json. A benchmark, not a test: it takes tens of minutes.
+and writes bench_results/memory.json (with every step's token loss, path share and
+rollout / update time). A benchmark, not a test: it takes tens of minutes.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import shutil
@@ -27,9 +27,13 @@ VARIANTS = {
     "w/o latent injection": {"policy.num_latents": 0},
     "w/o tree action head": {"policy.tree_actions": False},
 }
+# what each training step records in the JSON (the per-step learning curve and its cost)
+STEP_KEYS = ("step", "algo", "token_loss", "reward_mean", "tree_path_share", "tree_size", "grad_latent",
+             "grad_insert", "time_rollout", "time_update", "time_step")
 
 
 def _config(overrides: dict, args, out_dir: str):
+    from activemem_jax.config_files import apply_overrides
     from configs import activemem_tiny_cpu
 
     cfg = activemem_tiny_cpu.get_config()
@@ -38,22 +42,17 @@ def _config(overrides: dict, args, out_dir: str):
     cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
     cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps)
     cfg.data.update(n_facts=args.n_facts, n_questions=args.n_facts + 2, max_turns=2 * args.n_facts + 2)
-    for key, value in [*(kv.split("=", 1) for kv in args.set), *overrides.items()]:
-        section, name = key.split(".")
-        old = cfg[section][name]
-        if isinstance(value, str) and not isinstance(old, str):  # "--set a.b=False" -> False, "1e-3" -> 0.001
-            value = ast.literal_eval(value)
-        cfg[section][name] = value
+    apply_overrides(cfg, [*args.set, *overrides.items()])  # "--set a.b=False" -> False, "1e-3" -> 0.001
     return cfg
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sft-steps", type=int, default=80)
+    p.add_argument("--sft-steps", type=int, default=100)
     p.add_argument("--grpo-steps", type=int, default=2)
     p.add_argument("--n-facts", type=int, default=4)
     p.add_argument("--eval-tasks", type=int, default=32)
-    p.add_argument("--curve-every", type=int, default=40, help="evaluate on 8 tasks every N steps")
+    p.add_argument("--curve-every", type=int, default=25, help="evaluate on 8 tasks every N steps")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config field of configs/activemem_tiny_cpu.py (repeatable)")
@@ -73,7 +72,7 @@ def main():
     model = load_pretrained("embedded", dtype="float32")
     test = make_recall_tasks("test", args.eval_tasks, args.n_facts, seed=1, n_questions=args.n_facts + 2)
     curve_tasks = test[:8]
-    rows, curves, times = {}, {}, {}
+    rows, curves, steps, times = {}, {}, {}, {}
     with Engine(model, max_slots=16, max_len=256) as engine:
         base = _config({}, args, "")
         untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=base.seed)
@@ -83,10 +82,11 @@ def main():
             cfg = _config(VARIANTS[name], args, out)
             t0 = time.perf_counter()
             trainer = Trainer(cfg, model=model, engine=engine)
-            curve = []
+            curve, history = [], []
             try:
                 while trainer.step < cfg.train.steps:
                     m = trainer.train_step()
+                    history.append({k: m.get(k) for k in STEP_KEYS})
                     if trainer.step % args.curve_every == 0 or trainer.step == cfg.train.steps:
                         acc = ev.evaluate_recall(trainer.policy, curve_tasks, seed=1)["accuracy"]
                         curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc,
@@ -96,11 +96,11 @@ def main():
             finally:
                 trainer.close()
                 shutil.rmtree(out, ignore_errors=True)
-            curves[name], times[name] = curve, time.perf_counter() - t0
+            curves[name], steps[name], times[name] = curve, history, time.perf_counter() - t0
             jax.clear_caches()
     print(ev.format_recall_table(rows))
     full, no_tree = rows.get("activemem"), rows.get("w/o HLMT")
-    summary = {"rows": rows, "curves": curves, "train_time_s": times, "total_time_s": time.perf_counter() - t_start,
+    summary = {"rows": rows, "curves": curves, "steps": steps, "train_time_s": times, "total_time_s": time.perf_counter() - t_start,
                "args": vars(args)}
     if full and no_tree:
         summary["full_minus_no_hlmt"] = full["accuracy"] - no_tree["accuracy"]
