@@ -205,8 +205,9 @@ class ActiveMem:
                 break
             d = self.model.config.hidden_size
             h, pooled, q = (np.zeros((e, d), np.float32) for _ in range(3))
-            h[live], pooled[live], q[live] = self.read([self._observation(task_prompts[i], histories[i])
-                                                        for i in live])
+            if c.use_tree or c.num_latents:  # else nothing reads the observation's states
+                h[live], pooled[live], q[live] = self.read([self._observation(task_prompts[i], histories[i])
+                                                            for i in live])
             keys = jax.vmap(lambda u: jax.random.fold_in(jax.random.fold_in(base_key, u), turn))(
                 jnp.asarray(uids, jnp.uint32))
             live_mask = np.zeros((e,), bool)

@@ -119,6 +119,7 @@ def test_ablations(embedded_model, engine, env, tasks):
     res = plain.rollout(env, tasks[:1], seed=1)
     s = res.trajectories[0].steps[0]
     assert s.latent_pos == [] and s.tree_action == 0 and not s.p_bar.any()
+    assert not s.h.any() and not s.q.any()  # no tree and no latents: the observation is not read
     assert s.prompt_ids == plain.layout.render(env.initial_prompt(tasks[0])).plain_ids
     assert int(plain.tree.valid.sum()) == 1
     # w/o tree action head: a static hierarchy built by the threshold rule (SPEC 4.5 R2),
