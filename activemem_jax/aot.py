@@ -366,6 +366,20 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
     return out
 
 
+def named_train_functions(cfg, model_cfg, mesh, rules, length: int, names) -> list[Compilable]:
+    """The training steps among `names` (update_grpo, update_sft, logprobs), compiled only
+    for the algorithms they need."""
+    algos = tuple(a for a in ("grpo", "sft") if f"update_{a}" in names or (a == "grpo" and "logprobs" in names))
+    if not algos:
+        return []
+    out = []
+    for c in train_functions(cfg, model_cfg, mesh, rules, length, algos):
+        key = "logprobs" if c.name.startswith("logprobs") else "update_" + c.name.split()[1]
+        if key in names:
+            out.append(c)
+    return out
+
+
 def controller_function(cfg, model_cfg, mesh) -> Compilable:
     """`controller_step` under the jit `ActiveMem` builds, for a rollout's episodes."""
     from activemem_jax.activemem import PolicyConfig
@@ -437,5 +451,5 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
 
 __all__ = ["ARCHITECTURES", "Compilable", "Report", "Work", "abstract_backbone", "abstract_controller",
            "compile_report", "controller_function", "engine_functions", "engine_mesh", "engine_steps",
-           "forward_flops", "hf_fields", "loss_config", "model_config", "rows_sharding", "runtime_options",
-           "train_functions", "training_rows", "with_sharding"]
+           "forward_flops", "hf_fields", "loss_config", "model_config", "named_train_functions", "rows_sharding",
+           "runtime_options", "train_functions", "training_rows", "with_sharding"]

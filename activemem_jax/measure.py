@@ -146,13 +146,7 @@ def config_functions(cfg, names: Sequence[str], length: int, mesh=None):
     mesh = mesh or shd.make_mesh(m.data, m.fsdp, m.tensor)
     rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
     model_cfg = aot.model_config(cfg.model.path, aot.runtime_options(cfg.model))
-    out = []
-    algos = tuple(a for a in ("grpo", "sft") if f"update_{a}" in names or (a == "grpo" and "logprobs" in names))
-    if algos:
-        for c in aot.train_functions(cfg, model_cfg, mesh, rules, length, algos):
-            key = "logprobs" if c.name.startswith("logprobs") else "update_" + c.name.split()[1]
-            if key in names:
-                out.append(c)
+    out = aot.named_train_functions(cfg, model_cfg, mesh, rules, length, set(names))
     if {"prefill", "decode"} & set(names):
         out += [c for c in aot.engine_functions(cfg, model_cfg, mesh, rules) if c.name.split()[0] in names]
     return model_cfg, out

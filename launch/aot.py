@@ -100,13 +100,7 @@ def main(argv):
     gen_mesh = aot.engine_mesh(mesh, devices, sl.hosts)
     chip = sl.chip
     want = set(only or FUNCTIONS)
-    todo = []
-    algos = tuple(a for a in ("grpo", "sft") if f"update_{a}" in want or (a == "grpo" and "logprobs" in want))
-    if algos:
-        for c in aot.train_functions(cfg, model_cfg, mesh, rules, length, algos):
-            key = "logprobs" if c.name.startswith("logprobs") else "update_" + c.name.split()[1]
-            if key in want:
-                todo.append(c)
+    todo = aot.named_train_functions(cfg, model_cfg, mesh, rules, length, want)
     if "controller" in want:
         todo.append(aot.controller_function(cfg, model_cfg, gen_mesh))
     for c in aot.engine_functions(cfg, model_cfg, gen_mesh, rules) if {"prefill", "decode"} & want else []:
