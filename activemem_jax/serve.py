@@ -8,13 +8,16 @@ Binds 127.0.0.1 unless --host says otherwise. Every field is checked against its
 bounds before it reaches the engine, and a bad request gets a 4xx JSON error in OpenAI's
 shape; a full queue gets 503 with Retry-After; a request the engine failed on gets a 500
 (a stream: an error event, then [DONE]), never a normal finish; /health answers 503 when
-the engine thread has stopped. A client that disconnects mid-stream frees its slot.
+the engine thread has stopped. A client that disconnects (streaming or not) cancels its
+request and frees its slots; a refused batch cancels what of it was already accepted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import hmac
 import itertools
 import json
 import os
@@ -30,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 from activemem_jax.engine import Engine, EngineUnavailable, PromptTooLong, QueueFull, SamplingParams, usage
 from activemem_jax.engine.sampling import INT32_MAX, TOP_LOGPROBS
 
+DISCONNECT_POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
 DEFAULT_MAX_TOKENS = 512  # what an absent or null max_tokens means (capped by the context left)
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -160,6 +164,22 @@ def _failed(output) -> APIError:
     return APIError(500, f"the engine failed on this request: {output.error}", code="engine_error")
 
 
+class _KeyCheck:
+    """ASGI middleware: /v1/ routes need 'Authorization: Bearer <key>'. (A plain ASGI
+    wrapper: starlette's BaseHTTPMiddleware hides a client's disconnect from the route.)"""
+
+    def __init__(self, app, api_key: str):
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                reply = _error(401, "missing or wrong API key (send 'Authorization: Bearer <key>')")
+                return await reply(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
 def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Optional[str] = None) -> FastAPI:
     """model_names: the ids a request may ask for (the first is the default in replies)."""
     names = [model_names] if isinstance(model_names, str) else list(dict.fromkeys(model_names))
@@ -183,12 +203,8 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
     async def _unexpected(_: Request, e: Exception):
         return _error(500, f"internal error: {type(e).__name__}: {e}")
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next):
-        if api_key and request.url.path.startswith("/v1/"):
-            if request.headers.get("authorization", "") != f"Bearer {api_key}":
-                return _error(401, "missing or wrong API key (send 'Authorization: Bearer <key>')")
-        return await call_next(request)
+    if api_key:
+        app.add_middleware(_KeyCheck, api_key=api_key)
 
     @app.get("/health")
     async def health():
@@ -239,14 +255,32 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
             raise _failed(out)
         return out
 
-    async def run_all(jobs, param: str):
-        """Run [(ids, params)] together; when one fails, the others are cancelled."""
+    async def run_all(jobs, param: str, client: Optional[Request] = None):
+        """Run [(ids, params)] together. When one fails, or the client hangs up first, the
+        others are cancelled: nothing runs on for a reply nobody will read."""
         tasks = [asyncio.ensure_future(run(ids, p, param)) for ids, p in jobs]
+        together = asyncio.gather(*tasks)
+        watch = asyncio.ensure_future(hung_up(client)) if client is not None else None
         try:
-            return await asyncio.gather(*tasks)
+            if watch is not None:
+                await asyncio.wait([together, watch], return_when=asyncio.FIRST_COMPLETED)
+                if not together.done():
+                    raise APIError(499, "the client closed the connection; its request was cancelled",
+                                   code="client_closed_request")
+            return await together
         finally:
             for t in tasks:
                 t.cancel()
+            if watch is not None:
+                watch.cancel()
+            if not together.done():
+                together.cancel()
+            with contextlib.suppress(BaseException):  # retrieve it (no "never retrieved" warning)
+                await together
+
+    async def hung_up(client: Request):
+        while not await client.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL_S)
 
     def token_text(token_id: int) -> str:
         return tokenizer.decode([token_id])
@@ -259,7 +293,7 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
             for k, (t, lp) in enumerate(zip(out.token_ids, out.logprobs))]}
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest):
+    async def chat(req: ChatRequest, client: Request):
         check_n(req)
         messages = [{"role": m.role, "content": m.content} for m in req.messages]
         try:
@@ -276,7 +310,7 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
         if req.stream:
             return StreamingResponse(stream_chat(ids, params, rid, created, served(req)),
                                      media_type="text/event-stream")
-        outs = await run_all([(ids, p) for p in params], "messages")
+        outs = await run_all([(ids, p) for p in params], "messages", client)
         return {"id": rid, "object": "chat.completion", "created": created, "model": served(req),
                 "choices": [{"index": i, "message": {"role": "assistant", "content": o.text},
                              "logprobs": chat_logprobs(o, top_n) if req.logprobs else None,
@@ -330,7 +364,7 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
                 t.cancel()
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest):
+    async def completions(req: CompletionRequest, client: Request):
         check_n(req)
         if req.stream:
             raise APIError(400, "stream=true is supported on /v1/chat/completions only", "stream")
@@ -355,7 +389,7 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
             for i in range(req.n):
                 jobs.append((prompt, ids, params_of(req, req.max_tokens, len(ids), req.logprobs is not None,
                                                     top_n, i, "prompt")))
-        outs = await run_all([(ids, p) for _, ids, p in jobs], "prompt")
+        outs = await run_all([(ids, p) for _, ids, p in jobs], "prompt", client)
         choices = []
         for k, ((prompt, _, _), o) in enumerate(zip(jobs, outs)):
             text = (prompt if isinstance(prompt, str) and req.echo else "") + o.text
@@ -408,6 +442,9 @@ def main(argv=None):
     ap.add_argument("--max-slots", type=int, default=None)
     ap.add_argument("--max-len", type=int, default=None)
     ap.add_argument("--max-queue", type=int, default=None)
+    ap.add_argument("--compile-cache", default=None,
+                    help="persistent compilation cache directory, or 'off' (default: $ACTIVEMEM_COMPILE_CACHE, "
+                         "else ~/.cache/activemem-jax/xla): a restart loads its compiled shapes")
     args = ap.parse_args(argv)
     cfg = dict(model="embedded", served_model_name=None, host="127.0.0.1", port=8000, dtype="float32",
                activation_dtype="", quant="", max_slots=8, max_len=2048, max_queue=256)
@@ -419,7 +456,10 @@ def main(argv=None):
         spec.loader.exec_module(module)
         cfg.update(dict(module.get_config().serve))
     cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
+    from activemem_jax import compile_cache
     from activemem_jax.models import load_from_config
+
+    cache = compile_cache.enable(args.compile_cache)  # before anything compiles
 
     model = load_from_config({"path": cfg["model"], "dtype": cfg["dtype"], "activation_dtype": cfg["activation_dtype"],
                               "quant": cfg["quant"]})
@@ -428,7 +468,8 @@ def main(argv=None):
     import uvicorn
 
     print(f"serving {', '.join(names)} on http://{cfg['host']}:{cfg['port']}/v1 "
-          f"({cfg['max_slots']} slots x {cfg['max_len']} tokens)", flush=True)
+          f"({cfg['max_slots']} slots x {cfg['max_len']} tokens; compilation cache: {cache or 'off'})",
+          flush=True)
     uvicorn.run(make_app(engine, names, args.api_key), host=cfg["host"], port=cfg["port"],
                 log_level="warning")
 

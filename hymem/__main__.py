@@ -56,6 +56,9 @@ def main(argv=None):
     ap.add_argument("--execute-turns", type=int, default=10)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    from activemem_jax import compile_cache
+
+    compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     from hymem.agent import HyMemAgent, HyMemConfig
     from hymem.llm import EndpointDown, EngineClient, GuardedClient, OpenAIClient
 

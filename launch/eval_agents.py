@@ -313,6 +313,9 @@ def main(argv):
     from hymem.llm import EndpointDown
 
     cfg = _CONFIG.value
+    from activemem_jax import compile_cache
+
+    compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     try:
         summary = evaluate(cfg)
     except EndpointDown as e:

@@ -101,6 +101,9 @@ def main(argv):
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every file it writes at INFO
     cfg = _CONFIG.value
+    from activemem_jax import compile_cache
+
+    compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     init_distributed(cfg)
     import jax
 

@@ -10,6 +10,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("ACTIVEMEM_COMPILE_CACHE", "off")  # entry points run here compile afresh (tests time them)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

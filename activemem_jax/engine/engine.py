@@ -2,8 +2,16 @@
 
 A background thread admits queued requests into free slots (chunked prefill, reusing
 the longest cached prefix any slot holds), then runs one jitted decode step for all
-slots at a time; each step moves only the new tokens to the host. Stop strings are
-matched on detokenized text; a finished or cancelled request frees its slot at once.
+slots at a time; each step moves only the new tokens to the host. Text is detokenized
+incrementally (constant host work per token, see detokenize.py), stop strings matched
+across token boundaries; a finished or cancelled request frees its slot at once.
+
+The prefix cache is the slots' KV rows: a free slot keeps the tokens it last held. A new
+request takes the free slot whose cached prefix it continues (at least PREFIX_MIN tokens
+and KEEP_SHARE of what the slot holds); otherwise the least recently used free slot is
+evicted for it, so callers that alternate between different long prompts keep each
+other's prefixes. A prefix held by a busy (or other) slot is copied in when that saves
+REUSE_MIN tokens. `stats` counts prefix hits, misses and evictions.
 
 Faults stay with the requests they concern: an exception while serving a request
 finishes it with finish_reason "error" (and `Output.error`), and the engine goes on. If
@@ -28,6 +36,7 @@ import operator
 import queue
 import random
 import threading
+import time
 from typing import Callable, Optional, Sequence, Union
 
 import jax
@@ -35,10 +44,13 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax.engine import core
+from activemem_jax.engine.detokenize import TextStream
 from activemem_jax.engine.sampling import SamplingParams
 
 Prompt = Union[str, Sequence[int], Sequence[dict]]
 REUSE_MIN = 16  # copy another slot's row only when it saves at least this many tokens
+PREFIX_MIN = 16  # a free slot is taken for its cached prefix only if the prompt reuses this many tokens
+KEEP_SHARE = 0.5  # ... and at least this share of what the slot holds (else the rest would be lost)
 PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
 PREFILL_TOKENS = 4096  # most padded tokens one batched prefill call computes
 FAULTS_IN_A_ROW = 8  # loop iterations in a row whose fault concerned no request: the thread stops
@@ -103,7 +115,7 @@ class Request:
     _ids = itertools.count()
 
     def __init__(self, prompt_ids, params: SamplingParams, seed: int, latents, latent_pos,
-                 hidden: str = "no"):
+                 tokenizer, hidden: str = "no"):
         self.id = next(self._ids)
         self.hidden_mode = hidden  # "no" | "also" (return it) | "only" (prefill, no decode)
         self.hidden: Optional[np.ndarray] = None
@@ -115,8 +127,8 @@ class Request:
         self.token_ids: list[int] = []
         self.logprobs: list[float] = []
         self.top_logprobs: list[list[tuple[int, float]]] = []
-        self.text = ""
-        self.sent = 0  # characters of text already streamed
+        self.text = ""  # set when it finishes
+        self.text_stream = TextStream(tokenizer, params.stop)
         self.cached_tokens = 0
         self.output: Optional[Output] = None
         self.cancelled = False
@@ -172,6 +184,8 @@ class Engine:
         self._slots: list[Optional[Request]] = [None] * max_slots
         self._lengths = [0] * max_slots  # host copy of cache rows in use per slot
         self._history: list[list[int]] = [[] for _ in range(max_slots)]  # tokens whose KV a row holds
+        self._used = [0] * max_slots  # when each slot's cache was last taken, copied from or released
+        self._clock = 0
         self._pending: "queue.Queue[Request]" = queue.Queue(maxsize=max_queue)
         self._admission = threading.Lock()  # held while a batch is submitted (see batch())
         self._wake = threading.Event()
@@ -182,7 +196,8 @@ class Engine:
         self.last_fault: Optional[str] = None  # the latest fault the engine survived
         self.stats = {"steps": 0, "decode_rows": 0, "prefill_calls": 0, "prefill_tokens": 0,
                       "cached_tokens": 0, "prefix_copies": 0, "generated_tokens": 0,
-                      "faults": 0, "state_resets": 0}
+                      "faults": 0, "state_resets": 0,
+                      "detokenize_s": 0.0, "prefix_hits": 0, "prefix_misses": 0, "prefix_evictions": 0}
         self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self._thread.start()
 
@@ -227,7 +242,7 @@ class Engine:
                                 f"{self.max_len} tokens (prompt + at least 1 generated)")
         lat, pos = self._latents(latents, latent_positions, len(ids))
         seed = params.seed if params.seed is not None else self._rng.randrange(2**31)
-        request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos, hidden)
+        request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos, self.tokenizer, hidden)
         handle = RequestHandle(self, request)
         try:
             self._pending.put_nowait(request)
@@ -246,14 +261,19 @@ class Engine:
 
     def health(self) -> dict:
         """{"status": "ok" | "failed" | "closed", "message", "busy_slots", "queued",
-        "faults" (survived so far), "last_fault"}."""
+        "faults" (survived so far), "last_fault", "prefix_cache" (hits, misses, evictions,
+        cached and prefilled prompt tokens)}."""
         try:
             self._check_alive()
             status, message = "ok", None
         except EngineUnavailable as e:
             status, message = ("failed" if self._error is not None else "closed"), str(e)
         return {"status": status, "message": message, "busy_slots": self.busy_slots, "queued": self.queued,
-                "faults": self.stats["faults"], "last_fault": self.last_fault}
+                "faults": self.stats["faults"], "last_fault": self.last_fault,
+                "prefix_cache": {"hits": self.stats["prefix_hits"], "misses": self.stats["prefix_misses"],
+                                 "evictions": self.stats["prefix_evictions"],
+                                 "cached_tokens": self.stats["cached_tokens"],
+                                 "prefilled_tokens": self.stats["prefill_tokens"]}}
 
     @contextlib.contextmanager
     def batch(self):
@@ -324,6 +344,7 @@ class Engine:
         if self.busy_slots or self.queued:
             raise RuntimeError("needs an idle engine (no running or queued requests)")
         self._history = [[] for _ in range(self.max_slots)]
+        self._used, self._clock = [0] * self.max_slots, 0
 
     @property
     def queued(self) -> int:
@@ -468,14 +489,15 @@ class Engine:
     @staticmethod
     def _common_prefix(a: list[int], b: list[int]) -> int:
         n = min(len(a), len(b))
-        for i in range(n):
-            if a[i] != b[i]:
-                return i
-        return n
+        if n == 0:
+            return 0
+        differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+        return int(differ[0]) if differ.size else n
 
     def _reserve(self, req: Request) -> tuple[Request, int, int]:
-        """Give `req` a free slot holding the longest reusable prefix of its prompt (copied
-        in from another slot when that saves enough). Returns (req, slot, reused tokens)."""
+        """Give `req` a free slot (see the prefix-cache policy in the module docstring),
+        copying in a prefix another slot holds when that saves enough. Returns (req,
+        slot, reused tokens)."""
         ids = req.prompt_ids
         limit = len(ids) - 1  # the last prompt token is always recomputed (its logits)
         used = req.latent_pos[req.latent_pos >= 0]
@@ -483,18 +505,31 @@ class Engine:
             limit = min(limit, int(used.min()))
         match = [min(self._common_prefix(h, ids), limit) for h in self._history]
         free = [s for s in range(self.max_slots) if self._slots[s] is None]
-        slot = max(free, key=lambda s: (match[s], -s))
+        useful = [s for s in free if match[s] >= PREFIX_MIN and match[s] >= KEEP_SHARE * len(self._history[s])]
+        if useful:  # a slot whose cached prefix this prompt mostly continues
+            slot = max(useful, key=lambda s: (match[s], self._used[s]))
+        else:  # evict the least recently used free slot (empty ones first)
+            slot = min(free, key=lambda s: (bool(self._history[s]), self._used[s], s))
         source = max(range(self.max_slots), key=lambda s: (match[s], s == slot))
         if match[source] < match[slot] + REUSE_MIN:
             source = slot
         reuse = match[source]
+        if match[slot] < PREFIX_MIN and len(self._history[slot]) >= PREFIX_MIN:
+            self.stats["prefix_evictions"] += 1
+        self.stats["prefix_hits" if reuse >= PREFIX_MIN else "prefix_misses"] += 1
         if source != slot:
             self._state = self._fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))),
                                                 upto=core.kv_bucket(reuse, self.rows))
             self.stats["prefix_copies"] += 1
+            self._touch(source)
         self._slots[slot] = req
+        self._touch(slot)
         self._history[slot] = list(ids[:reuse])  # what stays valid until its prefill lands
         return req, slot, reuse
+
+    def _touch(self, slot: int):
+        self._clock += 1
+        self._used[slot] = self._clock
 
     def _prefill(self, batch: list[tuple[Request, int, int]]):
         """Prefill reserved requests together: full 512-token chunks of long prompts first
@@ -628,26 +663,18 @@ class Engine:
             req.top_logprobs.append([(int(i), float(v)) for i, v in
                                      zip(np.asarray(top_ids)[: p.top_logprobs], np.asarray(top_lp)[: p.top_logprobs])])
         self.stats["generated_tokens"] += 1
-        text = self.tokenizer.decode(req.token_ids, skip_special_tokens=True)
-        reason = None
-        for stop in p.stop:
-            at = text.find(stop)
-            if at >= 0:
-                text, reason = text[:at], "stop"
-        req.text = text
+        t0 = time.perf_counter()
+        piece, stopped = req.text_stream.push(token)  # constant work per token (a short window)
+        self.stats["detokenize_s"] += time.perf_counter() - t0
+        reason = "stop" if stopped else None
         if reason is None and len(req.token_ids) >= p.max_tokens:
             reason = "length"
         if reason is None and len(req.prompt_ids) + len(req.token_ids) >= self.max_len:
             reason = "length"
+        # every token is streamed; its text may be held back (a partial stop string or UTF-8 character)
+        self._send(req, Delta(piece, [token], [logprob]))
         if reason is not None:
             return self._finish(req, reason, slot)
-        hold = max((len(s) - 1 for s in p.stop), default=0)
-        safe = len(text) - hold
-        while safe > req.sent and text[safe - 1] == "\ufffd":  # incomplete UTF-8 at the end
-            safe -= 1
-        # every token is streamed; its text may be held back (partial stop string / UTF-8)
-        self._send(req, Delta(text[req.sent:max(safe, req.sent)], [token], [logprob]))
-        req.sent = max(safe, req.sent)
 
     def _finish(self, req: Request, reason: str, slot: Optional[int] = None, error: Optional[str] = None):
         if slot is None and req in self._slots:
@@ -655,12 +682,14 @@ class Engine:
         if slot is not None and self._slots[slot] is req:
             self._state = self._fns["release"](self._state, self._put(np.int32(slot)))
             self._slots[slot] = None
+            self._touch(slot)
+        rest = req.text_stream.rest()  # what the stream held back (or had not decoded yet)
+        req.text = req.text_stream.finish()
         req.output = Output(text=req.text, token_ids=list(req.token_ids), logprobs=list(req.logprobs),
                             top_logprobs=list(req.top_logprobs), finish_reason=reason,
                             prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens,
                             hidden=req.hidden, error=error)
-        self._send(req, Delta(req.text[req.sent:], [], [], req.output))
-        req.sent = len(req.text)
+        self._send(req, Delta(rest, [], [], req.output))
         req.done.set()
 
     @staticmethod

@@ -1,5 +1,7 @@
 """The engine against transformers and against itself (batching, seeds, logprobs, splice)."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -202,3 +204,32 @@ def test_a_prefix_held_by_a_busy_slot_is_copied(engine, embedded_model):
     assert engine.stats["prefix_copies"] == copies + 1
     assert out.cached_tokens >= 300 and out.token_ids == alone.token_ids
     np.testing.assert_allclose(out.logprobs, alone.logprobs, atol=1e-4)
+
+
+def test_alternating_callers_keep_both_long_prefixes(engine, embedded_model):
+    """Two callers with different long prompts (HyMem's planner and executor) and a third
+    with a new short prompt every time take turns, one request at a time: each long
+    prefix stays cached from its second call on. (Taking the lowest free slot, every call
+    overwrote the same one and nothing was reused.)"""
+    tok = embedded_model.tokenizer
+    prefix = {name: [100 + k] + tok(" ".join(f"{name}{i}" for i in range(300)))["input_ids"][:299]
+              for k, name in enumerate(("planner", "executor"))}
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    for _ in range(400):  # an earlier test's cancelled request may still be leaving
+        if not (engine.busy_slots or engine.queued):
+            break
+        time.sleep(0.05)
+    engine.clear_prefix_cache()
+    before = dict(engine.stats)
+    cached = {"planner": [], "executor": []}
+    for turn in range(3):
+        for name in ("planner", "executor"):
+            ask = tok(f" turn {turn}: what next for the {name}?")["input_ids"]
+            cached[name].append(engine.generate([prefix[name] + ask], params)[0].cached_tokens)
+            short = tok(f"A fresh memory note, number {turn} {name}")["input_ids"]
+            assert engine.generate([[7 + turn] + short], params)[0].cached_tokens < 16
+    for name in cached:
+        assert cached[name][0] < 16 and min(cached[name][1:]) >= 300, cached
+    assert engine.stats["prefix_hits"] - before["prefix_hits"] >= 4
+    assert engine.stats["prefix_misses"] - before["prefix_misses"] >= 8
+    assert engine.health()["prefix_cache"]["hits"] == engine.stats["prefix_hits"]

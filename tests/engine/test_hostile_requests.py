@@ -347,3 +347,42 @@ def test_usage_counts_each_prompt_once_and_only_what_no_choice_prefilled():
     assert usage(outs, n=2) == {"prompt_tokens": 17, "completion_tokens": 10, "total_tokens": 27,
                                 "prompt_tokens_details": {"cached_tokens": 7}}
     assert outs[1].usage == usage([outs[1]]) and outs[1].usage["prompt_tokens_details"]["cached_tokens"] == 10
+
+
+# ------------------------------------------------------------------ refused or abandoned work stops
+
+
+def wait_idle(engine, seconds=20.0) -> bool:
+    deadline = time.time() + seconds
+    while (engine.busy_slots or engine.queued) and time.time() < deadline:
+        time.sleep(0.05)
+    return not (engine.busy_slots or engine.queued)
+
+
+def test_a_refused_batch_cancels_what_it_had_queued(url, engine):
+    assert wait_idle(engine)
+    generated = engine.stats["generated_tokens"]
+    prompts = [f"Item {i}: a long story about the number {i}" for i in range(engine._pending.maxsize + 100)]
+    status, err = request(url, "/v1/completions", {"prompt": prompts, "max_tokens": 200, "temperature": 1})
+    assert status == 503 and "queued" in err["error"]["message"], err
+    assert wait_idle(engine, 10), (engine.busy_slots, engine.queued)
+    assert engine.stats["generated_tokens"] - generated < 20 * engine.max_slots  # not 200 per accepted prompt
+    assert_serving(url)
+
+
+def test_a_non_streaming_client_that_hangs_up_cancels_its_choices(url, engine):
+    assert wait_idle(engine)
+    host, port = url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}],
+         "n": 8, "max_tokens": 900, "temperature": 0.7, "seed": 1}), headers={"Content-Type": "application/json"})
+    deadline = time.time() + 30
+    while engine.busy_slots < 4 and time.time() < deadline:
+        time.sleep(0.02)
+    assert engine.busy_slots >= 4, "the n=8 request never started decoding"
+    generated = engine.stats["generated_tokens"]
+    conn.close()  # the client goes away without reading a byte
+    assert wait_idle(engine, 10), "the abandoned choices still hold their slots"
+    assert engine.stats["generated_tokens"] - generated < 8 * 300
+    assert_serving(url)
