@@ -21,7 +21,7 @@ from typing import Optional
 
 ENV = "ACTIVEMEM_COMPILE_CACHE"
 OFF = ("off", "none", "0", "false", "no", "")
-MIN_COMPILE_S = 0.1  # programs that compile faster than this are not worth a file each
+MIN_COMPILE_S = 0.0  # every program: a restart recompiles nothing (small ones cost a small file)
 log = logging.getLogger(__name__)
 _counts = {"hits": 0, "misses": 0}
 _listening = False

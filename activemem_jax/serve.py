@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal, Optional, Sequence, Union
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
 
 from activemem_jax.engine import Engine, EngineUnavailable, PromptTooLong, QueueFull, SamplingParams, usage
@@ -198,6 +199,10 @@ def make_app(engine: Engine, model_names: Union[str, Sequence[str]], api_key: Op
         where = ".".join(str(x) for x in first.get("loc", ())[1:]) or None
         return _error(400, f"invalid request: {first.get('msg', 'malformed body')}"
                       + (f" at '{where}'" if where else ""), param=where)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, e: StarletteHTTPException):  # unknown path, wrong method, ...
+        return _error(e.status_code, f"{e.detail}", headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, e: Exception):

@@ -8,9 +8,11 @@ and in bfloat16. With llama-cpp-python installed, llama.cpp runs the same GGUF f
 
 Reports batch-1 decode tok/s and time to first token, aggregate tok/s with 16
 concurrent requests (transformers: one batch of 16), the prefix-cache speedup of a
-repeated 1,000-token prefix, and peak RSS. Compiles are warmed up before timing.
+repeated 1,000-token prefix, the host time per token spent detokenizing a 1,024-token
+response (incremental vs re-decoding it all, as the engine once did), and peak RSS. Compiles are warmed up before timing.
 
     python launch/bench_decode.py [--new-tokens 64] [--concurrent 16] [--out FILE]
+    python launch/bench_decode.py --detokenize-only   # host cost per token of detokenizing, old vs new
 
 A paper-size model on a lent GPU or a TPU VM: the config's engine prefill and decode steps
 (every slot, attending to its whole KV bucket) at its slots, length, mesh and rules,
@@ -77,6 +79,54 @@ def bench_ours(model, prompt, prompts, n_new: int) -> dict:
         res["concurrent_tok_s"] = sum(o.completion_tokens for o in outs) / dt
         res["concurrent_prefill_calls"] = eng.stats["prefill_calls"] - calls
     return res
+
+
+def bench_detokenize(model, prompt, n_new: int = 1024) -> dict:
+    """Host time per token spent turning tokens into text, on a real `n_new`-token response:
+    the engine's incremental TextStream against re-decoding the whole response on every
+    token (what the engine did before), each replayed on the same ids, and the engine's
+    own measured share of a decode step."""
+    from activemem_jax.engine import Engine, SamplingParams
+    from activemem_jax.engine.detokenize import TextStream
+
+    tok = model.tokenizer
+    params = SamplingParams(temperature=0.8, seed=0, max_tokens=n_new, ignore_eos=True, stop=("\n\n\n\n",))
+    with Engine(model, max_slots=1, max_len=2048) as eng:
+        eng.generate([prompt], SamplingParams(temperature=0.8, max_tokens=4, ignore_eos=True))  # compile
+        spent = eng.stats["detokenize_s"]
+        t0 = time.perf_counter()
+        out = eng.generate([prompt], params)[0]
+        wall = time.perf_counter() - t0
+        engine_s = eng.stats["detokenize_s"] - spent
+    ids = out.token_ids
+    per_token = []
+    for k in range(1, len(ids) + 1):  # before: decode(all so far) + stop search, every token
+        t0 = time.perf_counter()
+        text = tok.decode(ids[:k], skip_special_tokens=True)
+        text.find("\n\n\n\n")
+        per_token.append(time.perf_counter() - t0)
+    stream, new = TextStream(tok, params.stop), []
+    for t in ids:
+        t0 = time.perf_counter()
+        stream.push(t)
+        new.append(time.perf_counter() - t0)
+    tail = slice(-64, None)
+    res = {"tokens": len(ids), "decode_step_ms": 1e3 * wall / len(ids),
+           "engine_detokenize_us_per_token": 1e6 * engine_s / len(ids),
+           "full_redecode_us_mean": 1e6 * float(np.mean(per_token)),
+           "full_redecode_us_last64": 1e6 * float(np.mean(per_token[tail])),
+           "incremental_us_mean": 1e6 * float(np.mean(new)),
+           "incremental_us_last64": 1e6 * float(np.mean(new[tail]))}
+    res["last64_ratio"] = res["full_redecode_us_last64"] / res["incremental_us_last64"]
+    return res
+
+
+def print_detokenize(d: dict):
+    print(f"detokenization at a {d['tokens']}-token response: re-decoding everything "
+          f"{d['full_redecode_us_mean']:.0f} us/token on average, {d['full_redecode_us_last64']:.0f} us over the "
+          f"last 64; incremental {d['incremental_us_mean']:.1f} / {d['incremental_us_last64']:.1f} us "
+          f"({d['last64_ratio']:.0f}x less at the end); in the engine {d['engine_detokenize_us_per_token']:.1f} "
+          f"us per {d['decode_step_ms']:.1f} ms decode step")
 
 
 def bench_hf(dtype, prompt, prompts, n_new: int) -> dict:
@@ -149,6 +199,8 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--concurrent", type=int, default=16)
     ap.add_argument("--out", default="bench_results/decode.json")
+    ap.add_argument("--detokenize-only", action="store_true",
+                    help="only the host cost of detokenizing a 1,024-token response (f32 engine)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="with --config: the device's dense bf16 peak, for MFU (known kinds are looked up)")
     from activemem_jax.measure import add_config_args, run_config
@@ -168,15 +220,23 @@ def main():
     from activemem_jax.models import load_pretrained
 
     mesh = sharding.make_mesh(devices=jax.devices()[:1])
+    question = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a map."}]
+    if args.detokenize_only:
+        model = load_pretrained("embedded", mesh=mesh)
+        res = {"detokenize": bench_detokenize(model, model.encode_chat(question))}
+        print_detokenize(res["detokenize"])
+        write_json(args.out, res)
+        return
     res = {"new_tokens": n_new, "concurrent": conc}
     logits = {}
     for name, kw in MODES.items():
         model = load_pretrained("embedded", mesh=mesh, **kw)
-        question = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a map."}]
         prompt = model.encode_chat(question)
         prompts = [model.encode_chat([{"role": "user", "content": f"Tell me fact number {i} about the ocean."}])
                    for i in range(conc)]
         res[f"ours_{name}"] = bench_ours(model, prompt, prompts, n_new)
+        if name == "f32":
+            res["detokenize"] = bench_detokenize(model, prompt)
         logits[name] = model.logits(prompt)  # next-token distributions over the prompt
         del model
     res["prompt_tokens"] = len(prompt)
@@ -216,6 +276,7 @@ def main():
         print(f"llama.cpp (llama-cpp-python, the GGUF's own Q4_1): batch-1 {llamacpp['b1_tok_s']:.1f} tok/s "
               f"(ours best / llama.cpp = {best_b1 / llamacpp['b1_tok_s']:.2f}), time to first token "
               f"{llamacpp['ttft_s']:.3f} s, {conc} prompts one after another {llamacpp['concurrent_tok_s']:.1f} tok/s")
+    print_detokenize(res["detokenize"])
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after all {res['rss_gib_total']:.2f} GiB")
     write_json(args.out, res)
 
