@@ -14,10 +14,11 @@ from __future__ import annotations
 def gguf_metadata(path: str) -> dict:
     """GGUF key -> value (strings decoded; arrays as lists) for the general and
     tokenizer fields."""
-    from gguf import GGUFReader
     from gguf.constants import GGUFValueType
 
-    reader = GGUFReader(path)
+    from activemem_jax.models.checkpoint_files import parsed_gguf
+
+    reader = parsed_gguf(path)
     out = {}
     for key, field in reader.fields.items():
         if not (key.startswith("tokenizer.") or key.startswith("general.")):

@@ -8,6 +8,7 @@ lazily: safetensors through a memory map, GGUF dequantized one tensor at a time.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -138,15 +139,28 @@ def _field_value(field) -> Any:
         return None
 
 
+def parsed_gguf(path: str):
+    """`gguf.GGUFReader(path)`, parsed once per file version: the weights loader and the
+    tokenizer read the same file, and parsing its 49k-token vocabulary takes seconds."""
+    st = os.stat(path)
+    return _parsed_gguf(os.path.realpath(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_gguf(path: str, size: int, mtime_ns: int):
+    import gguf
+
+    del size, mtime_ns  # the cache key: a rewritten file is parsed again
+    return gguf.GGUFReader(path)
+
+
 class GGUFReader:
     """A `.gguf` file through the `gguf` package; names and layouts translated to HF."""
 
     def __init__(self, path: str):
-        import gguf
-
         self.path = path
         try:
-            self._reader = gguf.GGUFReader(path)
+            self._reader = parsed_gguf(path)
         except Exception as e:  # gguf raises ValueError/IndexError/struct errors
             raise CheckpointError(f"{path}: cannot parse GGUF file ({type(e).__name__}: {e}); "
                                   "the file is truncated, corrupt, or not GGUF") from e
