@@ -11,6 +11,13 @@ characters at the tokens-per-character rate of the run's last real call). Fold (
 each memory is rewritten from its previous value and the histories (`hymem.memory.fold`).
 Context guard: an executor or isolated session whose next prompt would not fit the
 context window ends there and returns what it has.
+
+Ablations (paper Table 2): `isolated_reasoning=False` takes the isoReason option out of
+the planner's prompt (an <isoReason> it writes anyway is an invalid action);
+`memory_management=False` has no memories and no folds: the planner's prompt does not
+mention memory or <to_memory>, its history is kept whole and, only when the next prompt
+would pass the context window, its oldest exchanges are dropped. The executor and
+isolated sessions stay isolated in both.
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ class Result:
 class HyMemAgent:
     def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None):
         self.client, self.tools, self.config = client, tools, config or HyMemConfig()
+        cfg = self.config  # an ablated planner is told only of the actions it has (Table 2)
+        self._planner_system = prompts.planner_prompt(cfg.isolated_reasoning, cfg.memory_management)
+        self._planner_correction = prompts.planner_correction(cfg.isolated_reasoning, cfg.memory_management)
 
     # ------------------------------------------------------------------ model calls
     def _call(self, run: dict, messages: list, space: str) -> str:
@@ -168,19 +178,31 @@ class HyMemAgent:
     # ------------------------------------------------------------------ memory
     def _fold(self, run: dict, history: list, trigger: str) -> None:
         run["trace"].append({"type": "fold", "trigger": trigger, "planner_turn": run["planner_turn"]})
-        if self.config.memory_management:
-            text = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
-            recent = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-self.config.recent_turns:])
-            tools = json.dumps(run["tool_log"][-50:], ensure_ascii=False)
-            # inputs clipped to about half the window, at the run's tokens-per-character rate
-            max_chars = int(0.5 * self.config.context_window / max(run["tokens_per_char"], 1e-3))
-            fold(run["memories"], lambda msgs, space: self._call(run, msgs, space), run["question"], text,
-                 "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append,
-                 iso_summary="\n".join(run["iso_summaries"][-10:]), max_input_chars=max_chars)
+        text = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
+        recent = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-self.config.recent_turns:])
+        tools = json.dumps(run["tool_log"][-50:], ensure_ascii=False)
+        # inputs clipped to about half the window, at the run's tokens-per-character rate
+        max_chars = int(0.5 * self.config.context_window / max(run["tokens_per_char"], 1e-3))
+        fold(run["memories"], lambda msgs, space: self._call(run, msgs, space), run["question"], text,
+             "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append,
+             iso_summary="\n".join(run["iso_summaries"][-10:]), max_input_chars=max_chars)
         history.clear()
         run["executor_failures"] = 0
         run["since_fold"] = {"executor_calls": run["executor_calls"], "tool_calls": run["tool_calls"],
                              "planner_turn": run["planner_turn"]}
+
+    def _slide(self, run: dict, history: list) -> None:
+        """w/o memory management there is no fold: the planner keeps its whole history, and
+        when the next prompt would pass the context window the oldest exchanges are dropped
+        (a sliding window; nothing is summarized)."""
+        limit = self.config.fold_utilization * self.config.context_window
+        dropped = 0
+        while len(history) > 1 and self._tokens(run, self._planner_messages(run, history)) > limit:
+            del history[: 2 if len(history) > 2 else 1]
+            dropped += 1
+        if dropped:
+            run["trace"].append({"type": "context_truncated", "planner_turn": run["planner_turn"],
+                                 "dropped_exchanges": dropped})
 
     def _trigger(self, run: dict, history: list) -> Optional[str]:
         """Eq. 17: the first fold condition that holds, or None. Every counter counts since
@@ -201,7 +223,7 @@ class HyMemAgent:
     # ------------------------------------------------------------------ planner
     def _planner_messages(self, run: dict, history: list) -> list:
         mem = run["memories"].render() if self.config.memory_management else ""
-        return ([{"role": "system", "content": prompts.PLANNER},
+        return ([{"role": "system", "content": self._planner_system},
                  {"role": "user", "content": f"Question: {run['question']}" + (f"\n\n{mem}" if mem else "")}]
                 + history)
 
@@ -217,6 +239,8 @@ class HyMemAgent:
         history: list[dict] = []
         answer, confidence = None, None
         while run["planner_turn"] < cfg.planner_turns and answer is None:
+            if not cfg.memory_management:
+                self._slide(run, history)
             text = self._call(run, self._planner_messages(run, history), "planner")
             run["planner_turn"] += 1
             history.append({"role": "assistant", "content": text})
@@ -225,8 +249,13 @@ class HyMemAgent:
                 answer, confidence = action.content, action.confidence
             elif action.kind == "task":
                 history.append({"role": "user", "content": self._render_results(self._execute(run, action.content))})
+            elif (action.kind == "iso" and not cfg.isolated_reasoning) or (
+                    action.kind == "fold" and not cfg.memory_management):  # not offered: invalid
+                run["trace"].append({"type": "invalid_action", "space": "planner",
+                                     "reason": f"{action.kind} is not available in this configuration"})
+                history.append({"role": "user", "content": self._planner_correction})
             elif action.kind == "iso":
-                if not cfg.isolated_reasoning or run["iso_used"] >= cfg.max_iso_reasoning:
+                if run["iso_used"] >= cfg.max_iso_reasoning:
                     history.append({"role": "user", "content": "isoReason is not available (budget used); "
                                                                "use <task> or answer."})
                 else:
@@ -238,9 +267,9 @@ class HyMemAgent:
                 self._fold(run, history, "to_memory")
             else:
                 run["trace"].append({"type": "invalid_action", "space": "planner", "reason": action.reason[:200]})
-                history.append({"role": "user", "content": prompts.PLANNER_CORRECTION})
+                history.append({"role": "user", "content": self._planner_correction})
             self._record_context(run, history)
-            if answer is None and action.kind != "fold":
+            if answer is None and action.kind != "fold" and cfg.memory_management:
                 trigger = self._trigger(run, history)
                 if trigger:
                     self._fold(run, history, trigger)

@@ -132,3 +132,53 @@ EXECUTOR_CORRECTION = ("Your response had no valid action. Reply with <think>...
 ISO_CORRECTION = "Reply with <think>...</think> and either one <task>...</task> or <return>...</return>."
 FORCE_ANSWER = ("The planning budget is exhausted. Give your best final answer now: "
                 "<answer>...</answer><confidence>0-1</confidence>.")
+
+
+# Ablations (paper Table 2): the planner is told only of what it has. Each cut must match
+# the prompt above (checked), so an edit of PLANNER cannot silently leave an option in.
+_NO_ISO_CUTS = (
+    " and can create reasoning isoReasons", " or delegate complex reasoning to isoReasons",
+    "(c) Task Delegation: You have two delegation options:\n",
+    "\n- Option B - isoReason Task (independent reasoning): <isoReason> <description> [3-5 word identifier] "
+    "</description> <prompt> [Clear reasoning objective] </prompt> </isoReason>",
+    " or isoReason", "2. Use isoReason when a sub-problem needs independent analysis.\n", " one <isoReason>,",
+    ", delegated reasoning")
+_NO_MEMORY_CUTS = (
+    " with memory-augmented reasoning capabilities", ", and memory-guided iteration",
+    "(e) Memory-Guided Reasoning: Use memory from previous sessions to:\n- Avoid repeating failed strategies.\n"
+    "- Build upon prior discoveries.\n- Maintain reasoning continuity across iterations.\n",
+    " If reasoning becomes too lengthy, output <to_memory> to trigger memory compression.",
+    "4. If reasoning becomes too lengthy, output <to_memory> to trigger memory compression.\n", " <to_memory>,")
+
+
+def planner_prompt(isolated_reasoning: bool = True, memory_management: bool = True) -> str:
+    """PLANNER, without the isoReason option and/or without memory (and <to_memory>)."""
+    text = PLANNER
+    cuts = (() if isolated_reasoning else _NO_ISO_CUTS) + (() if memory_management else _NO_MEMORY_CUTS)
+    for cut in cuts:
+        if cut not in text:
+            raise AssertionError(f"planner prompt ablation: {cut[:60]!r} is no longer in PLANNER")
+        text = text.replace(cut, "", 1)
+    if not isolated_reasoning:
+        text = text.replace("- Option A - Search Task (for actor): ", "(c) Search Task (for actor): ", 1)
+        text = text.replace("When the actor or isoReason returns", "When the actor returns", 1)
+    text = text.replace("combining structured analysis, targeted retrieval.",
+                        "combining structured analysis and targeted retrieval.", 1)
+    head, _, guidelines = text.partition("## Important Guidelines\n")
+    lines, k = [], 0
+    for line in guidelines.split("\n"):  # renumber what is left
+        number, dot, rest = line.partition(". ")
+        if dot and number.isdigit():
+            k += 1
+            line = f"{k}. {rest}"
+        lines.append(line)
+    return head + "## Important Guidelines\n" + "\n".join(lines)
+
+
+def planner_correction(isolated_reasoning: bool = True, memory_management: bool = True) -> str:
+    options = (["<task>...</task>"]
+               + (["<isoReason><description>...</description><prompt>...</prompt></isoReason>"]
+                  if isolated_reasoning else [])
+               + (["<to_memory>"] if memory_management else []))
+    return ("Your response had no valid action. Reply with <think>...</think> and exactly one of "
+            + ", ".join(options) + ", or <answer>...</answer><confidence>0-1</confidence>.")

@@ -153,7 +153,8 @@ def run_one(agent_name, task, client, tools, cfg):
            "score": score(task, result.answer, cfg.benchmark.name),
            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
            "model_calls": len(calls), "tool_calls": sum(e["type"] == "tool_call" for e in result.trace),
-           "peak_planner_context": max(planner, default=0), "wall_s": round(wall, 3),
+           "peak_planner_context": max(planner, default=0), "planner_turns": len(planner),
+           "wall_s": round(wall, 3),
            "folds": sum(e["type"] == "fold" for e in result.trace),
            "tool_errors": sum(e["type"] == "tool_call" and not e["ok"] for e in result.trace),
            **{key: sum(e["type"] == kind for e in result.trace) for kind, key in ERROR_EVENTS.items()}}
@@ -229,7 +230,10 @@ def summarize(rows) -> dict:
     for name in sorted({r["agent"] for r in rows}):
         rs = [r for r in rows if r["agent"] == name]
         mean = lambda key: sum(r.get(key) or 0 for r in rs) / len(rs)  # noqa: E731
+        confident = [r["confidence"] for r in rs if isinstance(r.get("confidence"), (int, float))]
         out[name] = {"tasks": len(rs), "pass@1": mean("score"), "tokens": mean("tokens"),
+                     "planner_turns": mean("planner_turns"),  # Table 2's "Plan."
+                     "confidence": sum(confident) / len(confident) if confident else None,  # "Conf."
                      "tool_calls": mean("tool_calls"),
                      "peak_planner_context": max(r.get("peak_planner_context") or 0 for r in rs),
                      "wall_s": mean("wall_s"), "task_errors": sum(bool(r.get("error")) for r in rs),
@@ -320,10 +324,12 @@ def main(argv):
         summary = evaluate(cfg)
     except EndpointDown as e:
         sys.exit(f"evaluation stopped: {e} (rows so far: {os.path.join(cfg.out_dir, 'results.jsonl')})")
-    print(f"{'agent':16} {'tasks':>5} {'pass@1':>7} {'tokens':>8} {'tools':>6} {'peak ctx':>9} {'wall s':>7}")
+    print(f"{'agent':16} {'tasks':>5} {'pass@1':>7} {'plan.':>6} {'conf.':>6} {'tokens':>8} {'tools':>6} "
+          f"{'peak ctx':>9} {'wall s':>7}")
     for name, s in summary.items():
-        print(f"{name:16} {s['tasks']:>5} {s['pass@1']:>7.3f} {s['tokens']:>8.0f} {s['tool_calls']:>6.1f} "
-              f"{s['peak_planner_context']:>9} {s['wall_s']:>7.1f}")
+        conf = f"{s['confidence']:>6.2f}" if s["confidence"] is not None else f"{'-':>6}"
+        print(f"{name:16} {s['tasks']:>5} {s['pass@1']:>7.3f} {s['planner_turns']:>6.1f} {conf} "
+              f"{s['tokens']:>8.0f} {s['tool_calls']:>6.1f} {s['peak_planner_context']:>9} {s['wall_s']:>7.1f}")
     print(f"wrote {cfg.out_dir}")
 
 
