@@ -27,6 +27,8 @@ def get_config() -> ml_collections.ConfigDict:
         path="", queries="", corpus="", canary="",   # gaia dir / browsecomp files
         text_only="",       # gaia (paper A.1): "" all | no_attachment | readable_attachment
     ))
+    c.aux = ml_collections.ConfigDict(dict(  # the auxiliary model of phi(o | d) (paper A.2); empty: the main one
+        base_url="", name="", api_key="", timeout=600.0))
     c.retrieval_url = ""    # a Search-R1-style retrieval server instead of local BM25
     c.hymem = ml_collections.ConfigDict(dict(     # paper Appendix A.2
         planner_turns=12, execute_turns=10, max_iso_reasoning=5, max_iso_reasoning_turn=3,

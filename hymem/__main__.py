@@ -48,6 +48,9 @@ def main(argv=None):
     ap.add_argument("--model", default=None, help="with --base-url: the served model name; else a model "
                                                   "path or 'embedded' to run in-process")
     ap.add_argument("--api-key", default=None)
+    ap.add_argument("--aux-base-url", default=None,
+                    help="the auxiliary model's endpoint for phi(o | d) (default: the main model)")
+    ap.add_argument("--aux-model", default=None, help="with --aux-base-url: its served model name")
     ap.add_argument("--corpus", default=None, help="JSONL corpus for the search tools (default: synthetic world)")
     ap.add_argument("--retrieval-url", default=None, help="a Search-R1-style retrieval server instead")
     ap.add_argument("--files", nargs="*", default=[], help="directories parse_file may read")
@@ -69,8 +72,10 @@ def main(argv=None):
     client = GuardedClient(client)  # transient errors retried; a dead endpoint stops the run
     config = HyMemConfig(planner_turns=args.planner_turns, execute_turns=args.execute_turns,
                          sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
+    aux = GuardedClient(OpenAIClient(args.aux_base_url, model=args.aux_model, api_key=args.api_key)) \
+        if args.aux_base_url else None
     agent = HyMemAgent(client if args.quiet else _Live(client), build_tools(args.corpus, args.retrieval_url,
-                                                                            args.files), config)
+                                                                            args.files), config, aux=aux)
     try:
         result = agent.run(args.question)
     except EndpointDown as e:

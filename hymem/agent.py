@@ -9,6 +9,9 @@ executor failures included; context utilization is the token count of the planne
 the next call would send (`client.count_tokens` when the client has it, else the prompt's
 characters at the tokens-per-character rate of the run's last real call). Fold (Eq. 13):
 each memory is rewritten from its previous value and the histories (`hymem.memory.fold`).
+Distillation (Eq. 8): a tool observation reaches the executor as phi(o | d), the rule
+filter's text distilled by the auxiliary client (`aux`, by default the main one) for
+the executor's directive d (`hymem.distill`).
 Context guard: an executor or isolated session whose next prompt would not fit the
 context window ends there and returns what it has.
 
@@ -27,7 +30,7 @@ import json
 from typing import Any, Optional
 
 from hymem import prompts
-from hymem.distill import distill
+from hymem.distill import Distiller
 from hymem.llm import traced_complete
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
@@ -49,6 +52,7 @@ class HyMemConfig:
     recent_turns: int = 4  # tau(H): planner messages an isoReason inherits
     isolated_reasoning: bool = True  # ablation "w/o isolated reasoning"
     memory_management: bool = True  # ablation "w/o memory management"
+    model_distill: bool = True  # phi(o | d) by the auxiliary model after the rule filter; False: rules only
     sampling: dict = dataclasses.field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 1024})
 
 
@@ -61,8 +65,10 @@ class Result:
 
 
 class HyMemAgent:
-    def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None):
+    def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None, aux=None):
+        """aux: the auxiliary model's client (phi(o | d)); None: the main client."""
         self.client, self.tools, self.config = client, tools, config or HyMemConfig()
+        self._distill = Distiller((aux or client) if self.config.model_distill else None)
         cfg = self.config  # an ablated planner is told only of the actions it has (Table 2)
         self._planner_system = prompts.planner_prompt(cfg.isolated_reasoning, cfg.memory_management)
         self._planner_correction = prompts.planner_correction(cfg.isolated_reasoning, cfg.memory_management)
@@ -128,7 +134,8 @@ class HyMemAgent:
             run["tool_log"].append({"tool": action.name[:100], "arguments": args, "ok": ok})
             run["trace"].append({"type": "tool_call", "tool": action.name[:100], "arguments": args,
                                  "ok": ok, "chars": len(raw)})
-            seen = distill(raw) if ok else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}"
+            seen = (self._distill(raw, directive, run["usage"], run["trace"]) if ok
+                    else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}")
             messages.append({"role": "user", "content": f"<observation>{seen or 'No usable content.'}</observation>"})
         if result is None:
             result = {"findings": "", "evidence": "", "sources": "", "status": "failed",

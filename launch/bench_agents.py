@@ -71,6 +71,8 @@ class OracleClient:
                                            "active_hypotheses": [], "next_actions": []},
                                "tool": {"tools_used": [{"tool_name": "web_search", "call_count": self.done_hops}],
                                         "derived_rules": ["search entity names"], "useful_sources": []}}[kind])
+        elif tag == "distill":  # phi(o | d): the fact the current hop needs, as a distiller keeps it
+            text = self._fact(self.hops[max(self.done_hops - 1, 0)]) if self.hops else "NONE"
         else:  # summarize
             text = f"Summary: {self.done_hops} hops resolved so far."
         return Completion(text=text, prompt_tokens=self._count(messages),

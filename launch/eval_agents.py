@@ -114,7 +114,19 @@ def guard(client, cfg):
                          max_consecutive_failures=m.get("max_consecutive_failures", 3))
 
 
-def make_agent(name: str, client, tools, cfg):
+def make_aux(cfg, client):
+    """The auxiliary model (phi(o | d), paper A.2): config `aux` names an endpoint; empty:
+    the main client."""
+    aux = cfg.get("aux")
+    if not aux or not aux.get("base_url"):
+        return client
+    from hymem.llm import OpenAIClient
+
+    return guard(OpenAIClient(aux.base_url, model=aux.get("name") or None, api_key=aux.get("api_key") or None,
+                              timeout=aux.get("timeout", 600.0)), cfg)
+
+
+def make_agent(name: str, client, tools, cfg, aux=None):
     from hymem import HyMemAgent, HyMemConfig
     from hymem.baselines import BaselineConfig, FlatAgent
 
@@ -125,7 +137,7 @@ def make_agent(name: str, client, tools, cfg):
             h.isolated_reasoning = False
         if name == "hymem_no_memory":
             h.memory_management = False
-        return HyMemAgent(client, tools, h)
+        return HyMemAgent(client, tools, h, aux=aux)
     return FlatAgent(client, tools, BaselineConfig(mode=name, sampling=sampling, **dict(cfg.baselines)))
 
 
@@ -133,11 +145,11 @@ ERROR_EVENTS = {"model_error": "model_errors", "invalid_action": "invalid_action
                 "memory_failure": "memory_failures", "context_guard": "context_guards"}
 
 
-def run_one(agent_name, task, client, tools, cfg):
+def run_one(agent_name, task, client, tools, cfg, aux=None):
     """One (agent, task): its row, with error counts; the trace written beside it."""
     from hymem.llm import EndpointDown
 
-    agent = make_agent(agent_name, client, tools, cfg)
+    agent = make_agent(agent_name, client, tools, cfg, aux=aux)
     t0 = time.perf_counter()
     try:
         result = agent.run(task["question"])
@@ -277,6 +289,7 @@ def evaluate(cfg, client=None) -> dict:
                  BM25Retriever(docs) if docs else None)  # GAIA without a corpus: files only
     search = search_tools(retriever, docs) if retriever else []
     client = guard(client or make_client(cfg), cfg)
+    aux = make_aux(cfg, client)
     os.makedirs(cfg.out_dir, exist_ok=True)
     results_path = os.path.join(cfg.out_dir, "results.jsonl")
     done = {(r["agent"], str(r["task"])) for r in read_rows(results_path) if not r.get("error")}
@@ -288,7 +301,7 @@ def evaluate(cfg, client=None) -> dict:
             concurrent.futures.ThreadPoolExecutor(cfg.concurrency) as pool, \
             open(results_path, "a", encoding="utf-8") as out:
         bar = progress.add_task(f"agents ({len(done)} done before)", total=len(jobs))
-        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg) for a, t in jobs]
+        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg, aux) for a, t in jobs]
         for fut in concurrent.futures.as_completed(futures):
             try:
                 row = fut.result()

@@ -200,8 +200,8 @@ def test_a_task_that_raises_is_recorded_and_retried(tmp_path, monkeypatch):
     cfg.agents = ("react",)
     real = ev.make_agent
 
-    def broken(name, client, tools, cfg):
-        agent = real(name, client, tools, cfg)
+    def broken(name, client, tools, cfg, aux=None):
+        agent = real(name, client, tools, cfg, aux=aux)
         agent.run = lambda q: 1 / 0
         return agent
 
