@@ -110,8 +110,10 @@ class HyMemAgent:
         run["executor_calls"] += 1
         tool_memory = run["memories"].render(("tool",)) if cfg.memory_management else ""
         messages = [{"role": "system", "content": prompts.EXECUTOR.format(tools=self.tools.describe())},
-                    {"role": "user", "content": f"Search target: {directive}"
-                                                + (f"\n\n{tool_memory}" if tool_memory else "")}]
+                    # stable text first (tool memory changes only at a fold): the prefix cache
+                    # serves it to every executor session between two folds
+                    {"role": "user", "content": (f"{tool_memory}\n\n" if tool_memory else "")
+                                                + f"Search target: {directive}"}]
         result = None
         for turn in range(cfg.execute_turns):
             if not self._fits(run, messages, "executor"):

@@ -56,7 +56,8 @@ class OracleClient:
                            f'<tool_call>{{"name": "web_search", "arguments": {{"keywords": "{hop["entity"]}"}}}}</tool_call>'))
         elif tag == "executor":
             if "<observation>" not in last:
-                entity = re.sub(r"^Search target: Find the \S+ of ", "", messages[1]["content"]).split("\n")[0]
+                target = messages[1]["content"].split("Search target: ", 1)[-1]
+                entity = re.sub(r"^Find the \S+ of ", "", target).split("\n")[0]
                 text = f'<think>search</think><tool_call>{{"name": "web_search", "arguments": {{"keywords": "{entity}"}}}}</tool_call>'
             else:
                 hop = self.hops[self.done_hops - 1]
@@ -188,7 +189,7 @@ def main():
                                 "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
                                 "cached_tokens": sum(e.get("cached_tokens", 0) for e in calls)}
         engine.close()
-        engine = Engine(model, max_slots=4, max_len=8192)
+        engine = Engine(model, max_slots=8, max_len=8192)  # the server's default slots
         paced = {}
         for n in (int(x) for x in args.objectives.split(",")):
             if n > 4:  # ReAct's flat context passes 8,192 tokens (11k at N=8): beyond this CPU's memory

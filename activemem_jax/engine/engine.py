@@ -7,11 +7,10 @@ incrementally (constant host work per token, see detokenize.py), stop strings ma
 across token boundaries; a finished or cancelled request frees its slot at once.
 
 The prefix cache is the slots' KV rows: a free slot keeps the tokens it last held. A new
-request takes the free slot whose cached prefix it continues (at least PREFIX_MIN tokens
-and KEEP_SHARE of what the slot holds); otherwise the least recently used free slot is
-evicted for it, so callers that alternate between different long prompts keep each
-other's prefixes. A prefix held by a busy (or other) slot is copied in when that saves
-REUSE_MIN tokens. `stats` counts prefix hits, misses and evictions.
+request takes the free slot whose cached prefix it continues, else the least recently
+used free slot is evicted for it, so callers that alternate between different long
+prompts keep each other's prefixes; a prefix held by a busy slot is copied in when that
+saves enough (`prefix_policy.py`). `stats` counts prefix hits, misses and evictions.
 
 Faults stay with the requests they concern: an exception while serving a request
 finishes it with finish_reason "error" (and `Output.error`), and the engine goes on. If
@@ -45,12 +44,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax.engine import core
 from activemem_jax.engine.detokenize import TextStream
+from activemem_jax.engine.prefix_policy import PREFIX_MIN, choose, common_prefix
 from activemem_jax.engine.sampling import SamplingParams
 
 Prompt = Union[str, Sequence[int], Sequence[dict]]
-REUSE_MIN = 16  # copy another slot's row only when it saves at least this many tokens
-PREFIX_MIN = 16  # a free slot is taken for its cached prefix only if the prompt reuses this many tokens
-KEEP_SHARE = 0.5  # ... and at least this share of what the slot holds (else the rest would be lost)
 PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
 PREFILL_TOKENS = 4096  # most padded tokens one batched prefill call computes
 FAULTS_IN_A_ROW = 8  # loop iterations in a row whose fault concerned no request: the thread stops
@@ -486,33 +483,17 @@ class Engine:
         if batch:
             self._prefill(batch)
 
-    @staticmethod
-    def _common_prefix(a: list[int], b: list[int]) -> int:
-        n = min(len(a), len(b))
-        if n == 0:
-            return 0
-        differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-        return int(differ[0]) if differ.size else n
-
     def _reserve(self, req: Request) -> tuple[Request, int, int]:
-        """Give `req` a free slot (see the prefix-cache policy in the module docstring),
-        copying in a prefix another slot holds when that saves enough. Returns (req,
-        slot, reused tokens)."""
+        """Give `req` a free slot (the policy: `prefix_policy.choose`), copying in a prefix
+        another slot holds when that saves enough. Returns (req, slot, reused tokens)."""
         ids = req.prompt_ids
         limit = len(ids) - 1  # the last prompt token is always recomputed (its logits)
         used = req.latent_pos[req.latent_pos >= 0]
         if used.size:
             limit = min(limit, int(used.min()))
-        match = [min(self._common_prefix(h, ids), limit) for h in self._history]
+        match = [min(common_prefix(h, ids), limit) for h in self._history]
         free = [s for s in range(self.max_slots) if self._slots[s] is None]
-        useful = [s for s in free if match[s] >= PREFIX_MIN and match[s] >= KEEP_SHARE * len(self._history[s])]
-        if useful:  # a slot whose cached prefix this prompt mostly continues
-            slot = max(useful, key=lambda s: (match[s], self._used[s]))
-        else:  # evict the least recently used free slot (empty ones first)
-            slot = min(free, key=lambda s: (bool(self._history[s]), self._used[s], s))
-        source = max(range(self.max_slots), key=lambda s: (match[s], s == slot))
-        if match[source] < match[slot] + REUSE_MIN:
-            source = slot
+        slot, source = choose(match, [len(h) for h in self._history], self._used, free)
         reuse = match[source]
         if match[slot] < PREFIX_MIN and len(self._history[slot]) >= PREFIX_MIN:
             self.stats["prefix_evictions"] += 1

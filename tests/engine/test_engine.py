@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from activemem_jax.engine import PromptTooLong, SamplingParams
+from activemem_jax.engine.prefix_policy import PrefixCacheModel
 
 pytestmark = pytest.mark.slow
 
@@ -222,12 +223,19 @@ def test_alternating_callers_keep_both_long_prefixes(engine, embedded_model):
     engine.clear_prefix_cache()
     before = dict(engine.stats)
     cached = {"planner": [], "executor": []}
+    host = PrefixCacheModel(engine.max_slots, engine.rows)  # the same policy without a device
+
+    def call(ids):
+        out = engine.generate([ids], params)[0]
+        assert host.serve(ids, out.token_ids[:-1]) == out.cached_tokens  # the last token was never fed
+        return out.cached_tokens
+
     for turn in range(3):
         for name in ("planner", "executor"):
             ask = tok(f" turn {turn}: what next for the {name}?")["input_ids"]
-            cached[name].append(engine.generate([prefix[name] + ask], params)[0].cached_tokens)
+            cached[name].append(call(prefix[name] + ask))
             short = tok(f"A fresh memory note, number {turn} {name}")["input_ids"]
-            assert engine.generate([[7 + turn] + short], params)[0].cached_tokens < 16
+            assert call([7 + turn] + short) < 16
     for name in cached:
         assert cached[name][0] < 16 and min(cached[name][1:]) >= 300, cached
     assert engine.stats["prefix_hits"] - before["prefix_hits"] >= 4
