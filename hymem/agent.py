@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Optional
+from typing import Optional
 
 from hymem import prompts
 from hymem.distill import Distiller
-from hymem.llm import traced_complete
+from hymem.events import (Answer, ContextGuard, ContextTruncated, Fold, ForcedAnswer, InvalidAction, PlannerTurn,
+                          ToolCall)
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
+from hymem.protocol import Result, RunState, register, sampling, section
 from hymem.tools import Toolbox, clip_arguments
 
 
@@ -57,14 +59,33 @@ class HyMemConfig:
 
 
 @dataclasses.dataclass
-class Result:
-    answer: str
-    confidence: Optional[float]
-    trace: list[dict]
-    usage: dict
+class FoldMark:
+    """The counters at the last fold (Eq. 17 counts since then)."""
+    executor_calls: int = 0
+    tool_calls: int = 0
+    planner_turn: int = 0
+
+
+@dataclasses.dataclass
+class HyMemRun(RunState):
+    """One task's state across the planner, executor, isolated and memory spaces."""
+    memories: Memories = dataclasses.field(default_factory=Memories)
+    last_tokens: dict = dataclasses.field(default_factory=dict)  # space -> tokens of its last call
+    executor_calls: int = 0
+    executor_failures: int = 0  # consecutive; a fold resets it
+    tool_calls: int = 0
+    planner_turn: int = 0
+    iso_used: int = 0
+    tool_log: list = dataclasses.field(default_factory=list)
+    executor_summaries: list = dataclasses.field(default_factory=list)
+    iso_summaries: list = dataclasses.field(default_factory=list)
+    tokens_per_char: float = 0.3  # until a call reports its prompt tokens
+    since_fold: FoldMark = dataclasses.field(default_factory=FoldMark)
 
 
 class HyMemAgent:
+    persistent_space = "planner"
+
     def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None, aux=None):
         """aux: the auxiliary model's client (phi(o | d)); None: the main client."""
         self.client, self.tools, self.config = client, tools, config or HyMemConfig()
@@ -74,15 +95,15 @@ class HyMemAgent:
         self._planner_correction = prompts.planner_correction(cfg.isolated_reasoning, cfg.memory_management)
 
     # ------------------------------------------------------------------ model calls
-    def _call(self, run: dict, messages: list, space: str) -> str:
-        out = traced_complete(self.client, messages, space, self.config.sampling, run["usage"], run["trace"])
-        run["last_tokens"][space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
+    def _call(self, run: HyMemRun, messages: list, space: str) -> str:
+        out = run.call(self.client, messages, space, self.config.sampling)
+        run.last_tokens[space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
         chars = _chars(messages)
         if out.prompt_tokens > 0 and chars > 0:
-            run["tokens_per_char"] = out.prompt_tokens / chars
+            run.tokens_per_char = out.prompt_tokens / chars
         return out.text
 
-    def _tokens(self, run: dict, messages: list) -> int:
+    def _tokens(self, run: HyMemRun, messages: list) -> int:
         """The prompt's token count: the client's own count, else an estimate at the rate
         of the last real call."""
         count = getattr(self.client, "count_tokens", None)
@@ -91,24 +112,23 @@ class HyMemAgent:
                 return int(count(messages))
             except Exception:
                 pass
-        return int(_chars(messages) * run["tokens_per_char"])
+        return int(_chars(messages) * run.tokens_per_char)
 
-    def _fits(self, run: dict, messages: list, space: str) -> bool:
+    def _fits(self, run: HyMemRun, messages: list, space: str) -> bool:
         """Context guard for executor and isolated sessions."""
         n = self._tokens(run, messages)
         if n <= self.config.context_window:
             return True
-        run["trace"].append({"type": "context_guard", "space": space, "prompt_tokens": n,
-                             "context_window": self.config.context_window})
+        run.emit(ContextGuard(space, n, self.config.context_window))
         return False
 
     # ------------------------------------------------------------------ executor
-    def _execute(self, run: dict, directive: str) -> dict:
+    def _execute(self, run: HyMemRun, directive: str) -> dict:
         """A fresh executor context: the directive and tool memory only. Returns the typed
         result; raw observations stay inside."""
         cfg = self.config
-        run["executor_calls"] += 1
-        tool_memory = run["memories"].render(("tool",)) if cfg.memory_management else ""
+        run.executor_calls += 1
+        tool_memory = run.memories.render(("tool",)) if cfg.memory_management else ""
         messages = [{"role": "system", "content": prompts.EXECUTOR.format(tools=self.tools.describe())},
                     # stable text first (tool memory changes only at a fold): the prefix cache
                     # serves it to every executor session between two folds
@@ -127,24 +147,23 @@ class HyMemAgent:
                 result = parse_results(action.results)
                 break
             if action.kind == "invalid":
-                run["trace"].append({"type": "invalid_action", "space": "executor", "reason": action.reason[:200]})
+                run.emit(InvalidAction("executor", action.reason[:200]))
                 messages.append({"role": "user", "content": prompts.EXECUTOR_CORRECTION.format(why=action.reason)})
                 continue
             ok, raw = self.tools.call(action.name, action.arguments)
-            run["tool_calls"] += 1
+            run.tool_calls += 1
             args = clip_arguments(action.arguments)
-            run["tool_log"].append({"tool": action.name[:100], "arguments": args, "ok": ok})
-            run["trace"].append({"type": "tool_call", "tool": action.name[:100], "arguments": args,
-                                 "ok": ok, "chars": len(raw)})
-            seen = (self._distill(raw, directive, run["usage"], run["trace"]) if ok
+            run.tool_log.append({"tool": action.name[:100], "arguments": args, "ok": ok})
+            run.emit(ToolCall(action.name[:100], args, ok, len(raw)))
+            seen = (self._distill(raw, directive, run.usage, run.trace) if ok
                     else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}")
             messages.append({"role": "user", "content": f"<observation>{seen or 'No usable content.'}</observation>"})
         if result is None:
             result = {"findings": "", "evidence": "", "sources": "", "status": "failed",
                       "gaps": f"no results within {cfg.execute_turns} executor turns"}
         # consecutive failures; a fold resets the count (Eq. 17: since the last fold)
-        run["executor_failures"] = run["executor_failures"] + 1 if result["status"] == "failed" else 0
-        run["executor_summaries"].append(f"{directive} -> {result['status']}: {result['findings'][:300]}")
+        run.executor_failures = run.executor_failures + 1 if result["status"] == "failed" else 0
+        run.executor_summaries.append(f"{directive} -> {result['status']}: {result['findings'][:300]}")
         return result
 
     @staticmethod
@@ -152,13 +171,13 @@ class HyMemAgent:
         return ("<results>\n" + "\n".join(f"{k.upper()}: {v}" for k, v in result.items()) + "\n</results>")
 
     # ------------------------------------------------------------------ isolated reasoning
-    def _iso(self, run: dict, objective: str, planner_history: list) -> dict:
+    def _iso(self, run: HyMemRun, objective: str, planner_history: list) -> dict:
         cfg = self.config
         recent = planner_history[-cfg.recent_turns:]
         state = "\n".join(f"[{m['role']}] {m['content']}" for m in recent)
         messages = [{"role": "system", "content": prompts.ISO_REASON},
-                    {"role": "user", "content": f"Question (MAIN): {run['question']}\n\n"
-                                                f"{run['memories'].render()}\n\nRecent MAIN state:\n{state}\n\n"
+                    {"role": "user", "content": f"Question (MAIN): {run.question}\n\n"
+                                                f"{run.memories.render()}\n\nRecent MAIN state:\n{state}\n\n"
                                                 f"Assigned reasoning objective: {objective}"}]
         ret = None
         for turn in range(cfg.max_iso_reasoning_turn):
@@ -175,32 +194,31 @@ class HyMemAgent:
             if kind == "task":
                 messages.append({"role": "user", "content": self._render_results(self._execute(run, value))})
             else:
-                run["trace"].append({"type": "invalid_action", "space": "iso", "reason": str(value)[:200]})
+                run.emit(InvalidAction("iso", str(value)[:200]))
                 messages.append({"role": "user", "content": prompts.ISO_CORRECTION})
         if ret is None:
             ret = {"conclusion": "no conclusion within the turn budget", "key_evidence": "",
                    "confidence": 0.0, "notes": f"{cfg.max_iso_reasoning_turn} isolated turns used"}
-        run["iso_summaries"].append(f"{objective[:300]} -> {str(ret['conclusion'])[:300]} "
-                                    f"(confidence {ret['confidence']})")
+        run.iso_summaries.append(f"{objective[:300]} -> {str(ret['conclusion'])[:300]} "
+                                 f"(confidence {ret['confidence']})")
         return ret
 
     # ------------------------------------------------------------------ memory
-    def _fold(self, run: dict, history: list, trigger: str) -> None:
-        run["trace"].append({"type": "fold", "trigger": trigger, "planner_turn": run["planner_turn"]})
+    def _fold(self, run: HyMemRun, history: list, trigger: str) -> None:
+        run.emit(Fold(trigger, run.planner_turn))
         text = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
         recent = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-self.config.recent_turns:])
-        tools = json.dumps(run["tool_log"][-50:], ensure_ascii=False)
+        tools = json.dumps(run.tool_log[-50:], ensure_ascii=False)
         # inputs clipped to about half the window, at the run's tokens-per-character rate
-        max_chars = int(0.5 * self.config.context_window / max(run["tokens_per_char"], 1e-3))
-        fold(run["memories"], lambda msgs, space: self._call(run, msgs, space), run["question"], text,
-             "\n".join(run["executor_summaries"][-20:]), recent, tools, run["trace"].append,
-             iso_summary="\n".join(run["iso_summaries"][-10:]), max_input_chars=max_chars)
+        max_chars = int(0.5 * self.config.context_window / max(run.tokens_per_char, 1e-3))
+        fold(run.memories, lambda msgs, space: self._call(run, msgs, space), run.question, text,
+             "\n".join(run.executor_summaries[-20:]), recent, tools, run.trace.append,
+             iso_summary="\n".join(run.iso_summaries[-10:]), max_input_chars=max_chars)
         history.clear()
-        run["executor_failures"] = 0
-        run["since_fold"] = {"executor_calls": run["executor_calls"], "tool_calls": run["tool_calls"],
-                             "planner_turn": run["planner_turn"]}
+        run.executor_failures = 0
+        run.since_fold = FoldMark(run.executor_calls, run.tool_calls, run.planner_turn)
 
-    def _slide(self, run: dict, history: list) -> None:
+    def _slide(self, run: HyMemRun, history: list) -> None:
         """w/o memory management there is no fold: the planner keeps its whole history, and
         when the next prompt would pass the context window the oldest exchanges are dropped
         (a sliding window; nothing is summarized)."""
@@ -210,74 +228,67 @@ class HyMemAgent:
             del history[: 2 if len(history) > 2 else 1]
             dropped += 1
         if dropped:
-            run["trace"].append({"type": "context_truncated", "planner_turn": run["planner_turn"],
-                                 "dropped_exchanges": dropped})
+            run.emit(ContextTruncated(run.planner_turn, dropped))
 
-    def _trigger(self, run: dict, history: list) -> Optional[str]:
+    def _trigger(self, run: HyMemRun, history: list) -> Optional[str]:
         """Eq. 17: the first fold condition that holds, or None. Every counter counts since
         the last fold."""
-        cfg, since = self.config, run["since_fold"]
+        cfg, since = self.config, run.since_fold
         if self._tokens(run, self._planner_messages(run, history)) > cfg.fold_utilization * cfg.context_window:
             return "context_utilization"
-        if run["executor_calls"] - since["executor_calls"] >= cfg.fold_executor_calls:
+        if run.executor_calls - since.executor_calls >= cfg.fold_executor_calls:
             return "executor_calls"
-        if run["executor_failures"] >= cfg.fold_executor_failures:
+        if run.executor_failures >= cfg.fold_executor_failures:
             return "executor_failures"
-        if run["planner_turn"] - since["planner_turn"] >= cfg.fold_planner_turns:
+        if run.planner_turn - since.planner_turn >= cfg.fold_planner_turns:
             return "planner_turns"
-        if run["tool_calls"] - since["tool_calls"] >= cfg.fold_tool_calls:
+        if run.tool_calls - since.tool_calls >= cfg.fold_tool_calls:
             return "tool_calls"
         return None
 
     # ------------------------------------------------------------------ planner
-    def _planner_messages(self, run: dict, history: list) -> list:
-        mem = run["memories"].render() if self.config.memory_management else ""
+    def _planner_messages(self, run: HyMemRun, history: list) -> list:
+        mem = run.memories.render() if self.config.memory_management else ""
         return ([{"role": "system", "content": self._planner_system},
-                 {"role": "user", "content": f"Question: {run['question']}" + (f"\n\n{mem}" if mem else "")}]
+                 {"role": "user", "content": f"Question: {run.question}" + (f"\n\n{mem}" if mem else "")}]
                 + history)
 
     def run(self, question: str) -> Result:
         cfg = self.config
-        run: dict[str, Any] = {
-            "question": question, "memories": Memories(), "trace": [], "usage": {}, "last_tokens": {},
-            "executor_calls": 0, "executor_failures": 0, "tool_calls": 0, "planner_turn": 0,
-            "iso_used": 0, "tool_log": [], "executor_summaries": [], "iso_summaries": [],
-            "tokens_per_char": 0.3,  # until a call reports its prompt tokens
-            "since_fold": {"executor_calls": 0, "tool_calls": 0, "planner_turn": 0},
-        }
+        run = HyMemRun(question)
         history: list[dict] = []
         answer, confidence = None, None
-        while run["planner_turn"] < cfg.planner_turns and answer is None:
+        while run.planner_turn < cfg.planner_turns and answer is None:
             if not cfg.memory_management:
                 self._slide(run, history)
             text = self._call(run, self._planner_messages(run, history), "planner")
-            run["planner_turn"] += 1
+            run.planner_turn += 1
             history.append({"role": "assistant", "content": text})
             action = parse_planner(text)
             if action.kind == "answer":
                 answer, confidence = action.content, action.confidence
-            elif action.kind == "task":
-                history.append({"role": "user", "content": self._render_results(self._execute(run, action.content))})
             elif (action.kind == "iso" and not cfg.isolated_reasoning) or (
                     action.kind == "fold" and not cfg.memory_management):  # not offered: invalid
-                run["trace"].append({"type": "invalid_action", "space": "planner",
-                                     "reason": f"{action.kind} is not available in this configuration"})
+                run.emit(InvalidAction("planner", f"{action.kind} is not available in this configuration"))
                 history.append({"role": "user", "content": self._planner_correction})
+            elif action.kind == "task":
+                history.append({"role": "user", "content": self._render_results(self._execute(run, action.content))})
             elif action.kind == "iso":
-                if run["iso_used"] >= cfg.max_iso_reasoning:
+                if run.iso_used >= cfg.max_iso_reasoning:
                     history.append({"role": "user", "content": "isoReason is not available (budget used); "
                                                                "use <task> or answer."})
                 else:
-                    run["iso_used"] += 1
+                    run.iso_used += 1
                     ret = self._iso(run, action.content, history)
                     history.append({"role": "user", "content": "<return>\n" + "\n".join(
                         f"{k.upper().replace('_', ' ')}: {v}" for k, v in ret.items()) + "\n</return>"})
             elif action.kind == "fold":
                 self._fold(run, history, "to_memory")
             else:
-                run["trace"].append({"type": "invalid_action", "space": "planner", "reason": action.reason[:200]})
+                run.emit(InvalidAction("planner", action.reason[:200]))
                 history.append({"role": "user", "content": self._planner_correction})
-            self._record_context(run, history)
+            run.emit(PlannerTurn(run.planner_turn, run.last_tokens.get("planner", 0), run.total_tokens(),
+                                 len(history)))
             if answer is None and action.kind != "fold" and cfg.memory_management:
                 trigger = self._trigger(run, history)
                 if trigger:
@@ -288,20 +299,21 @@ class HyMemAgent:
             action = parse_planner(text)
             answer = action.content if action.kind == "answer" else ""
             confidence = action.confidence if action.kind == "answer" else None
-            run["trace"].append({"type": "forced_answer"})
-        run["trace"].append({"type": "answer", "answer": answer, "confidence": confidence,
-                             "planner_turns": run["planner_turn"], "folds": run["memories"].folds})
-        return Result(answer=answer, confidence=confidence, trace=run["trace"], usage=run["usage"])
-
-    def _record_context(self, run: dict, history: list) -> None:
-        """Planner context (tokens of its last call) and all tokens so far, after a turn."""
-        run["trace"].append({"type": "turn", "planner_turn": run["planner_turn"],
-                             "planner_context_tokens": run["last_tokens"].get("planner", 0),
-                             "history_messages": len(history),
-                             "total_tokens": sum(u["prompt_tokens"] + u["completion_tokens"]
-                                                 for u in run["usage"].values())})
+            run.emit(ForcedAnswer())
+        run.emit(Answer(answer, confidence, run.planner_turn, run.memories.folds))
+        return run.result(answer, confidence)
 
 
 def _chars(messages: list) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages)
 
+
+@register("hymem", "hymem_no_iso", "hymem_no_memory")
+def _build(name, client, tools, config, aux):
+    """HyMem and the ablations of Table 2; config section `hymem` (HyMemConfig fields)."""
+    fields = section(config, "hymem")
+    if sampling(config):
+        fields["sampling"] = sampling(config)
+    fields.update({"hymem_no_iso": {"isolated_reasoning": False},
+                   "hymem_no_memory": {"memory_management": False}}.get(name, {}))
+    return HyMemAgent(client, tools, HyMemConfig(**fields), aux=aux)

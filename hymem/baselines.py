@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hymem.agent import Result
-from hymem.llm import traced_complete
+from hymem.events import Answer, Fold, InvalidAction, PlannerTurn, ToolCall
 from hymem.parsing import parse_confidence, parse_executor
+from hymem.protocol import Result, RunState, register, sampling, section
 from hymem.tools import Toolbox, clip_arguments
 
 REACT_SYSTEM = """You are a research agent that answers questions with tools.
@@ -47,19 +47,17 @@ class FlatAgent:
         self.client, self.tools, self.config = client, tools, config or BaselineConfig()
         if self.config.mode not in ("react", "summary", "resum"):
             raise ValueError(f"mode={self.config.mode!r}: use react, summary or resum")
-
-    def _call(self, run, messages, space):
-        return traced_complete(self.client, messages, space, self.config.sampling, run["usage"], run["trace"])
+        self.persistent_space = self.config.mode
 
     def run(self, question: str) -> Result:
         cfg = self.config
-        run = {"trace": [], "usage": {}}
+        run = RunState(question)
         system = {"role": "system", "content": REACT_SYSTEM.format(tools=self.tools.describe())}
         head = {"role": "user", "content": f"Question: {question}"}
         history: list[dict] = []
-        answer, confidence, summary = "", None, ""
+        answer, confidence, summary, turn = "", None, "", 0
         for turn in range(1, cfg.max_turns + 1):
-            out = self._call(run, [system, head] + history, cfg.mode)
+            out = run.call(self.client, [system, head] + history, cfg.mode, cfg.sampling)
             text = out.text
             history.append({"role": "assistant", "content": text})
             context = out.prompt_tokens + out.completion_tokens
@@ -67,31 +65,41 @@ class FlatAgent:
                 answer = text.split("<answer>", 1)[1].split("</answer>", 1)[0].strip()
                 conf = text.split("<confidence>", 1)[1] if "<confidence>" in text else ""
                 confidence = parse_confidence(conf.split("</confidence>")[0]) if conf else None
-                run["trace"].append({"type": "turn", "turn": turn, "context_tokens": context})
+                run.emit(PlannerTurn(turn, context, run.total_tokens(), len(history)))
                 break
             action = parse_executor(text)
             if action.kind == "tool":
                 ok, raw = self.tools.call(action.name, action.arguments)
-                run["trace"].append({"type": "tool_call", "tool": action.name[:100],
-                                     "arguments": clip_arguments(action.arguments), "ok": ok, "chars": len(raw)})
+                run.emit(ToolCall(action.name[:100], clip_arguments(action.arguments), ok, len(raw)))
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
             else:
-                run["trace"].append({"type": "invalid_action", "space": cfg.mode, "reason": action.reason[:200]})
+                run.emit(InvalidAction(cfg.mode, action.reason[:200]))
                 history.append({"role": "user", "content": "No valid action. Call one tool with "
                                                            "<tool_call>{...}</tool_call> or answer with <answer>."})
-            run["trace"].append({"type": "turn", "turn": turn, "context_tokens": context})
+            run.emit(PlannerTurn(turn, context, run.total_tokens(), len(history)))
             if cfg.mode == "summary" and context > cfg.summary_threshold and len(history) >= 6:
                 steps = "\n".join(f"[{m['role']}] {m['content']}" for m in history[-6:])
-                note = self._call(run, [{"role": "user", "content": SUMMARIZE.format(steps=steps)}], "summarize").text
+                note = run.call(self.client, [{"role": "user", "content": SUMMARIZE.format(steps=steps)}],
+                                "summarize", cfg.sampling).text
                 history[-6:] = [{"role": "user", "content": f"<summary>{note}</summary>"}]
-                run["trace"].append({"type": "fold", "trigger": "summary_threshold", "turn": turn})
+                run.emit(Fold("summary_threshold", turn))
             elif cfg.mode == "resum" and context > cfg.resum_fraction * cfg.context_window:
                 steps = "\n".join(f"[{m['role']}] {m['content']}" for m in history)
                 prompt = (RESUMMARIZE.format(summary=summary, steps=steps) if summary else
                           SUMMARIZE.format(steps=steps))
-                summary = self._call(run, [{"role": "user", "content": prompt}], "summarize").text or summary
+                summary = run.call(self.client, [{"role": "user", "content": prompt}], "summarize",
+                                   cfg.sampling).text or summary
                 head = {"role": "user", "content": f"Question: {question}\n\nSummary so far: {summary}"}
                 history = []
-                run["trace"].append({"type": "fold", "trigger": "resum", "turn": turn})
-        run["trace"].append({"type": "answer", "answer": answer, "confidence": confidence})
-        return Result(answer=answer, confidence=confidence, trace=run["trace"], usage=run["usage"])
+                run.emit(Fold("resum", turn))
+        run.emit(Answer(answer, confidence, turn))
+        return run.result(answer, confidence)
+
+
+@register("react", "summary", "resum")
+def _build(name, client, tools, config, aux):
+    """The flat-context baselines; config section `baselines` (BaselineConfig fields)."""
+    fields = section(config, "baselines")
+    if sampling(config):
+        fields["sampling"] = sampling(config)
+    return FlatAgent(client, tools, BaselineConfig(mode=name, **fields))

@@ -27,6 +27,8 @@ import urllib.error
 import urllib.request
 from typing import Callable, Optional, Protocol, Sequence, Union
 
+from hymem.events import CallError, ModelCall
+
 
 @dataclasses.dataclass
 class Completion:
@@ -91,7 +93,7 @@ def traced_complete(client, messages, space: str, sampling: dict, usage: dict, t
     except EndpointDown:
         raise
     except Exception as e:  # ModelError, or a client bug: the turn is lost, not the run
-        trace.append({"type": "model_error", "space": space, "error": _clean_text(f"{type(e).__name__}: {e}")[:300]})
+        trace.append(CallError(space, _clean_text(f"{type(e).__name__}: {e}")[:300]).as_dict())
         out = Completion(text="")
     u = usage.setdefault(space.split(":")[0], {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                "cached_tokens": 0})
@@ -99,9 +101,8 @@ def traced_complete(client, messages, space: str, sampling: dict, usage: dict, t
     u["prompt_tokens"] += out.prompt_tokens
     u["completion_tokens"] += out.completion_tokens
     u["cached_tokens"] += out.cached_tokens
-    trace.append({"type": "model_call", "space": space, "prompt_tokens": out.prompt_tokens,
-                  "completion_tokens": out.completion_tokens, "cached_tokens": out.cached_tokens,
-                  "latency_s": round(time.perf_counter() - t0, 4)})
+    trace.append(ModelCall(space, out.prompt_tokens, out.completion_tokens, out.cached_tokens,
+                           round(time.perf_counter() - t0, 4)).as_dict())
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 from pydantic import BaseModel, Field
 
 from hymem import prompts
+from hymem.events import MemoryFailure
 from hymem.parsing import as_text, extract_json
 
 
@@ -116,7 +117,7 @@ def fold(memories: Memories, complete: Callable[[list, str], str], question: str
                                            {"role": "user", "content": f"That was not valid JSON for this module "
                                                                        f"({error}). Output only the JSON object."}]
         if value is None:
-            record({"type": "memory_failure", "module": kind, "error": error})
+            record(MemoryFailure(kind, error).as_dict())
         else:
             setattr(memories, kind, value)
     memories.folds += 1

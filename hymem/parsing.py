@@ -214,3 +214,17 @@ def extract_json(text: str, max_attempts: int = 64) -> Optional[Any]:
             pass
         start = text.find("{", end + 1)
     return None
+
+
+def tagged(tag: str, text) -> list[str]:
+    """The bodies of every <tag>...</tag> outside <think> blocks."""
+    return _all(tag, _strip_think(as_text(text)))
+
+
+def parse_answer(text) -> Optional[tuple[str, Optional[float]]]:
+    """(answer, confidence) of a reply with <answer>...</answer> outside <think>, else None."""
+    answers = tagged("answer", text)
+    if not answers:
+        return None
+    confidence = tagged("confidence", text)
+    return answers[0], parse_confidence(confidence[0]) if confidence else None

@@ -127,18 +127,11 @@ def make_aux(cfg, client):
 
 
 def make_agent(name: str, client, tools, cfg, aux=None):
-    from hymem import HyMemAgent, HyMemConfig
-    from hymem.baselines import BaselineConfig, FlatAgent
+    """The agent registered as `name` (`hymem.protocol`): hymem, hymem_no_iso,
+    hymem_no_memory, react, summary, resum, base, amem, thread."""
+    from hymem.protocol import build
 
-    sampling = dict(cfg.sampling)
-    if name.startswith("hymem"):
-        h = HyMemConfig(**dict(cfg.hymem), sampling=sampling)
-        if name == "hymem_no_iso":
-            h.isolated_reasoning = False
-        if name == "hymem_no_memory":
-            h.memory_management = False
-        return HyMemAgent(client, tools, h, aux=aux)
-    return FlatAgent(client, tools, BaselineConfig(mode=name, sampling=sampling, **dict(cfg.baselines)))
+    return build(name, client, tools, cfg, aux)
 
 
 ERROR_EVENTS = {"model_error": "model_errors", "invalid_action": "invalid_actions",
@@ -160,8 +153,9 @@ def run_one(agent_name, task, client, tools, cfg, aux=None):
                 "error": f"{type(e).__name__}: {e}"[:500], "wall_s": round(time.perf_counter() - t0, 3)}
     wall = time.perf_counter() - t0
     calls = [e for e in result.trace if e["type"] == "model_call"]
-    planner = [e["prompt_tokens"] + e["completion_tokens"] for e in calls if e["space"] in ("planner",) + ("react", "summary", "resum")]
-    row = {"agent": agent_name, "task": task["id"], "answer": result.answer, "confidence": result.confidence,
+    space = agent.persistent_space  # the context that lives through the task (Figure 4's curve)
+    planner = [e["prompt_tokens"] + e["completion_tokens"] for e in calls if e["space"] == space]
+    row = {"agent": agent_name, "task": task["id"], "space": space, "answer": result.answer, "confidence": result.confidence,
            "score": score(task, result.answer, cfg.benchmark.name),
            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
            "model_calls": len(calls), "tool_calls": sum(e["type"] == "tool_call" for e in result.trace),
@@ -178,21 +172,13 @@ def run_one(agent_name, task, client, tools, cfg, aux=None):
     return row
 
 
-def context_curve(trace: list, agent_name: str) -> dict:
-    """Context per model call of the persistent context: HyMem planner and HyMem total
-    (every space), flat agents' single context."""
-    curves = {}
-    if agent_name.startswith("hymem"):
-        curves["planner"] = [e["prompt_tokens"] for e in trace if e["type"] == "model_call" and e["space"] == "planner"]
-        total, run = [], 0
-        for e in trace:
-            if e["type"] == "model_call":
-                run += e["prompt_tokens"] + e["completion_tokens"]
-                total.append(run)
-        curves["total"] = total
-    else:
-        curves["context"] = [e["prompt_tokens"] for e in trace if e["type"] == "model_call" and e["space"] == agent_name]
-    return curves
+def context_curve(trace: list, space: str) -> dict:
+    """Context volume per model call (the paper's Figure 4): "context", the prompt of
+    each call of the persistent context `space`; "total", the prompt of each call of any
+    space (for HyMem: planner, executor, isolated, memory and distillation calls)."""
+    calls = [e for e in trace if e["type"] == "model_call"]
+    return {"context": [e["prompt_tokens"] for e in calls if e["space"] == space],
+            "total": [e["prompt_tokens"] for e in calls]}
 
 
 def plot(rows, out_dir):
@@ -210,13 +196,12 @@ def plot(rows, out_dir):
                 continue
             with open(os.path.join(out_dir, "traces", name, f"{r['task']}.jsonl")) as f:
                 trace = [json.loads(line) for line in f]
-            for key, values in context_curve(trace, name).items():
+            for key, values in context_curve(trace, r.get("space", name)).items():
                 series.setdefault(key, []).extend(values)  # tasks concatenated, as the paper does
-        for key, values in series.items():
-            if key == "total":
-                continue
-            ax.plot(values, label=f"{name} {key}" if name.startswith("hymem") else name)
-    ax.set_xlabel("model calls of the persistent context (tasks concatenated)")
+        line = ax.plot(series.get("context", []), label=name)[0]
+        if series.get("total") != series.get("context"):  # more than one space: draw every call too
+            ax.plot(series["total"], linestyle=":", color=line.get_color(), label=f"{name} total")
+    ax.set_xlabel("model calls (tasks concatenated; dotted: calls of every context space)")
     ax.set_ylabel("context tokens")
     ax.legend()
     fig.tight_layout()

@@ -87,7 +87,7 @@ def test_each_fold_trigger_fires_exactly_at_its_threshold(trigger, cfg, planner,
     result = a.run("When was Velmor founded?")
     events = [e for e in result.trace if e["type"] == "fold"]
     assert events and events[0]["trigger"] == trigger
-    assert events[0]["planner_turn"] == turn
+    assert events[0]["turn"] == turn
     assert all(e["trigger"] == trigger for e in events)
 
 
@@ -100,7 +100,7 @@ def test_context_utilization_fires_when_the_planner_context_crosses_99_percent()
     window = (sizes[2] - 1) / 0.99  # crossed on the third planner turn, not before
     a, _ = agent(script, fold_executor_calls=100, context_window=window)
     events = [e for e in a.run("q").trace if e["type"] == "fold"]
-    assert events[0]["trigger"] == "context_utilization" and events[0]["planner_turn"] == 3
+    assert events[0]["trigger"] == "context_utilization" and events[0]["turn"] == 3
 
 
 def test_budgets_stop_the_run_with_one_forced_answer():
@@ -233,7 +233,7 @@ def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
     trace = [json.loads(x) for x in open(tmp_path / "out" / "traces" / "react" / "t1.jsonl")]
     assert any(e["type"] == "tool_call" and e["tool"] == "parse_file" and e["ok"] for e in trace)
     turns = [json.loads(x) for x in open(tmp_path / "out" / "traces" / "hymem" / "t1.jsonl")]
-    assert [e["planner_context_tokens"] > 0 for e in turns if e["type"] == "turn"] == [True, True]
+    assert [e["context_tokens"] > 0 for e in turns if e["type"] == "turn"] == [True, True]
 
 
 def test_eval_harness_reads_browsecomp_plus_with_a_scripted_client(tmp_path):

@@ -9,7 +9,7 @@ from tests.hymem.test_agent import ANSWER, DOCS, FAILED, SEARCH, TASK, memory_sc
 
 
 def _folds(result):
-    return [(e["trigger"], e["planner_turn"]) for e in result.trace if e["type"] == "fold"]
+    return [(e["trigger"], e["turn"]) for e in result.trace if e["type"] == "fold"]
 
 
 def test_failure_trigger_counts_failures_since_the_last_fold():

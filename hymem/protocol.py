@@ -1,0 +1,107 @@
+"""One agent protocol for HyMem and every baseline, and the registry that builds them by
+name (so the evaluation harness, the benchmarks and the CLI share one list).
+
+An agent has `run(question) -> Result` and `persistent_space`, the name of the context
+space that lives through the whole task (HyMem's planner, ReAct's one context): its
+prompts are the context curve of the paper's Figure 4. Every model call goes through
+`RunState.call` (same client, same accounting), every tool call through the same
+`Toolbox`, and the trace is typed events (`hymem.events`).
+
+A baseline is one module: a class with those two members and a factory registered with
+`@register("name", ...)`, taking (name, client, tools, config, aux) where `config` is the
+evaluation config (its `sampling` and the section the factory reads) and `aux` the
+auxiliary model's client (None: the main one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable, Mapping, Optional, Protocol
+
+from hymem.events import Event
+from hymem.llm import Completion, traced_complete
+
+BUILTIN = ("hymem.agent", "hymem.baselines", "hymem.base", "hymem.amem", "hymem.thread")
+
+
+@dataclasses.dataclass
+class Result:
+    answer: str
+    confidence: Optional[float]
+    trace: list[dict]
+    usage: dict
+
+
+@dataclasses.dataclass
+class RunState:
+    """What every run keeps: its question, trace, per-space usage."""
+    question: str
+    trace: list[dict] = dataclasses.field(default_factory=list)
+    usage: dict = dataclasses.field(default_factory=dict)
+
+    def emit(self, event: Event) -> None:
+        self.trace.append(event.as_dict())
+
+    def call(self, client, messages: list, space: str, sampling: dict) -> Completion:
+        return traced_complete(client, messages, space, sampling, self.usage, self.trace)
+
+    def total_tokens(self) -> int:
+        return sum(u["prompt_tokens"] + u["completion_tokens"] for u in self.usage.values())
+
+    def result(self, answer: str, confidence: Optional[float]) -> Result:
+        return Result(answer=answer, confidence=confidence, trace=self.trace, usage=self.usage)
+
+
+class Agent(Protocol):
+    persistent_space: str
+
+    def run(self, question: str) -> Result: ...
+
+
+Factory = Callable[[str, Any, Any, Mapping, Any], Agent]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(*names: str):
+    """Decorator: `factory(name, client, tools, config, aux) -> Agent` answers to `names`."""
+    def add(factory: Factory) -> Factory:
+        for name in names:
+            if name in _REGISTRY and _REGISTRY[name] is not factory:
+                raise ValueError(f"agent {name!r} is registered twice")
+            _REGISTRY[name] = factory
+        return factory
+    return add
+
+
+def _load_builtin() -> None:
+    for module in BUILTIN:
+        importlib.import_module(module)
+
+
+def names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def build(name: str, client, tools, config: Optional[Mapping] = None, aux=None) -> Agent:
+    """The agent registered as `name`, for one task. config: the evaluation config (a
+    mapping with `sampling` and the agents' sections); None: every default."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown agent {name!r}; registered: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name](name, client, tools, config or {}, aux)
+
+
+def section(config: Mapping, key: str) -> dict:
+    """config[key] as a plain dict ({} when absent)."""
+    value = config.get(key) if hasattr(config, "get") else None
+    return dict(value) if value else {}
+
+
+def sampling(config: Mapping) -> Optional[dict]:
+    value = section(config, "sampling")
+    return value or None
+
+
+__all__ = ["Agent", "Result", "RunState", "build", "names", "register", "sampling", "section"]
