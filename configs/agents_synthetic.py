@@ -3,7 +3,9 @@
     python -m launch.eval_agents --config configs/agents_synthetic.py
     python -m launch.eval_agents --config configs/agents_synthetic.py \
         --config.model.base_url=http://127.0.0.1:8000/v1 --config.agents="('hymem','react')"
-Ablations: agents "hymem_no_iso" (w/o isolated reasoning), "hymem_no_memory" (w/o memory).
+Agents: any name registered in hymem.protocol (hymem, react, resum, summary, amem, thread,
+base); ablations "hymem_no_iso" (w/o isolated reasoning), "hymem_no_memory" (w/o memory).
+Sections amem / thread take AMemConfig / ThreadConfig fields.
 """
 
 import ml_collections
@@ -11,7 +13,8 @@ import ml_collections
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    c.agents = ("hymem", "react", "resum", "summary")
+    c.agents = ("hymem", "react", "resum", "summary", "amem", "thread", "base")  # hymem.protocol.names()
+    c.trials = 1            # runs per task (paper A.1: >= 3; trial k samples with seed + k)
     c.model = ml_collections.ConfigDict(dict(
         base_url="",        # an OpenAI-compatible endpoint; empty: in-process engine on `path`
         name="", api_key="",
@@ -26,6 +29,7 @@ def get_config() -> ml_collections.ConfigDict:
         seed=0, n_entities=2000, split="dev", n_objectives=(1, 4), n_tasks=5,
         path="", queries="", corpus="", canary="",   # gaia dir / browsecomp files
         text_only="",       # gaia (paper A.1): "" all | no_attachment | readable_attachment
+        balance="",         # browsecomp_plus (A.1: n_tasks=150, 1:1:1): "" first n | a level field | evidence_terciles
     ))
     c.aux = ml_collections.ConfigDict(dict(  # the auxiliary model of phi(o | d) (paper A.2); empty: the main one
         base_url="", name="", api_key="", timeout=600.0))

@@ -2,13 +2,17 @@
 
     python -m launch.eval_agents --config configs/agents_synthetic.py [--config.n_tasks=20]
 
-Writes under config.out_dir: traces/<agent>/<task>.jsonl (every model call with its
+Writes under config.out_dir: traces/<agent>/<task>[.trial<k>].jsonl (every model call with its
 context space and tokens, every tool call, context sizes after every turn, folds),
 results.jsonl, summary.json, and PNG plots (context growth as the HyMem paper's
 Figure 4; accuracy vs tokens and vs tool calls as its Figure 3).
 
 Nothing finished is lost: each task's row is appended to results.jsonl (with its error
-counts) as soon as it finishes, and a re-run skips the (agent, task) pairs already there.
+counts) as soon as it finishes, and a re-run skips the (agent, task, trial) runs already
+there. `trials` (the paper's A.1: at least 3) runs every task that many times, trial k
+sampling with seed + k; the summary has each agent's Pass@1 mean over trials and their
+standard deviation. `benchmark.balance` picks BrowseComp-Plus tasks 1:1:1 by difficulty
+(A.1's 150 tasks; see `select_balanced`).
 A task that raises is recorded with its error and retried by the next run. A dead
 endpoint (`model.max_consecutive_failures` failed calls in a row, after retries with
 backoff) stops the run with a clear message; finished rows and the summary are kept.
@@ -25,6 +29,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import random
+import statistics
 import sys
 import time
 
@@ -55,10 +61,45 @@ def load_tasks(cfg):
         from activemem_jax.data.loaders import load_browsecomp_plus
 
         data = load_browsecomp_plus(b.queries, b.corpus, canary=b.canary or None)
-        rows = data["queries"][: b.n_tasks]
+        rows = select_balanced(data["queries"], b.get("balance", ""), b.n_tasks, b.seed)
         return ([{"id": r["id"], "question": r["question"], "answers": [r["answers"]]} for r in rows],
                 data["corpus"])
     raise ValueError(f"benchmark.name={b.name!r}: synthetic, gaia or browsecomp_plus")
+
+
+def select_balanced(rows: list, balance: str, n: int, seed: int = 0) -> list:
+    """n tasks. balance "": the first n. balance "<field>": n / levels of every level of
+    that row field (the paper's A.1: 150 BrowseComp-Plus tasks, easy:medium:hard 1:1:1),
+    drawn with `seed`. balance "evidence_terciles": levels by the number of evidence
+    documents (terciles; more evidence, harder), for query files that carry no level (the
+    paper does not say how its levels were assigned)."""
+    if not balance:
+        return rows[:n]
+    if balance == "evidence_terciles":
+        counts = sorted(len(r.get("evidence_docs") or []) for r in rows)
+        cuts = [counts[len(counts) // 3], counts[2 * len(counts) // 3]] if counts else [0, 0]
+        level = lambda r: "easy" if len(r.get("evidence_docs") or []) < cuts[0] else (  # noqa: E731
+            "medium" if len(r.get("evidence_docs") or []) < cuts[1] else "hard")
+    else:
+        missing = [r["id"] for r in rows if r.get(balance) in (None, "")]
+        if missing:
+            raise ValueError(f"benchmark.balance={balance!r}: {len(missing)} queries have no {balance!r} field "
+                             f"(first: {missing[0]}); add it to the queries file, or use balance="
+                             f"'evidence_terciles' or ''")
+        level = lambda r: str(r[balance])  # noqa: E731
+    levels: dict = {}
+    for r in rows:
+        levels.setdefault(level(r), []).append(r)
+    per = n // len(levels)
+    rng = random.Random(seed)
+    short = {k: len(v) for k, v in levels.items() if len(v) < per}
+    if short:
+        raise ValueError(f"benchmark.balance={balance!r}: {n} tasks need {per} per level; levels {short} "
+                         f"have fewer")
+    out = []
+    for k in sorted(levels):
+        out += rng.sample(levels[k], per)
+    return out
 
 
 ATTACHMENT_NOTE = "\n\nThe task comes with an attached file: {name} (read it with parse_file)."
@@ -138,24 +179,38 @@ ERROR_EVENTS = {"model_error": "model_errors", "invalid_action": "invalid_action
                 "memory_failure": "memory_failures", "context_guard": "context_guards"}
 
 
-def run_one(agent_name, task, client, tools, cfg, aux=None):
-    """One (agent, task): its row, with error counts; the trace written beside it."""
+def trial_config(cfg, trial: int):
+    """cfg for one trial: trial k samples with seed (sampling.seed or 0) + k, so that trials
+    at temperature > 0 differ and each one reproduces."""
+    if trial == 0:
+        return cfg
+    out = cfg.copy_and_resolve_references() if hasattr(cfg, "copy_and_resolve_references") else dict(cfg)
+    sampling = dict(out["sampling"])
+    sampling["seed"] = int(sampling.get("seed") or 0) + trial
+    out["sampling"] = sampling
+    return out
+
+
+def run_one(agent_name, task, client, tools, cfg, aux=None, trial: int = 0):
+    """One (agent, task, trial): its row, with error counts; the trace written beside it."""
     from hymem.llm import EndpointDown
 
-    agent = make_agent(agent_name, client, tools, cfg, aux=aux)
+    agent = make_agent(agent_name, client, tools, trial_config(cfg, trial), aux=aux)
     t0 = time.perf_counter()
     try:
         result = agent.run(task["question"])
     except EndpointDown:
         raise
     except Exception as e:  # a bug must cost this task, not the evaluation; the next run retries it
-        return {"agent": agent_name, "task": task["id"], "answer": "", "confidence": None, "score": 0.0,
-                "error": f"{type(e).__name__}: {e}"[:500], "wall_s": round(time.perf_counter() - t0, 3)}
+        return {"agent": agent_name, "task": task["id"], "trial": trial, "answer": "", "confidence": None,
+                "score": 0.0, "error": f"{type(e).__name__}: {e}"[:500],
+                "wall_s": round(time.perf_counter() - t0, 3)}
     wall = time.perf_counter() - t0
     calls = [e for e in result.trace if e["type"] == "model_call"]
     space = agent.persistent_space  # the context that lives through the task (Figure 4's curve)
     planner = [e["prompt_tokens"] + e["completion_tokens"] for e in calls if e["space"] == space]
-    row = {"agent": agent_name, "task": task["id"], "space": space, "answer": result.answer, "confidence": result.confidence,
+    row = {"agent": agent_name, "task": task["id"], "trial": trial, "space": space, "answer": result.answer,
+           "confidence": result.confidence,
            "score": score(task, result.answer, cfg.benchmark.name),
            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
            "model_calls": len(calls), "tool_calls": sum(e["type"] == "tool_call" for e in result.trace),
@@ -164,7 +219,7 @@ def run_one(agent_name, task, client, tools, cfg, aux=None):
            "folds": sum(e["type"] == "fold" for e in result.trace),
            "tool_errors": sum(e["type"] == "tool_call" and not e["ok"] for e in result.trace),
            **{key: sum(e["type"] == kind for e in result.trace) for kind, key in ERROR_EVENTS.items()}}
-    path = os.path.join(cfg.out_dir, "traces", agent_name, f"{task['id']}.jsonl")
+    path = trace_path(cfg.out_dir, agent_name, task["id"], trial)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for event in result.trace:
@@ -172,13 +227,24 @@ def run_one(agent_name, task, client, tools, cfg, aux=None):
     return row
 
 
+def trace_path(out_dir: str, agent: str, task, trial: int = 0) -> str:
+    return os.path.join(out_dir, "traces", agent, f"{task}.jsonl" if not trial else f"{task}.trial{trial}.jsonl")
+
+
 def context_curve(trace: list, space: str) -> dict:
-    """Context volume per model call (the paper's Figure 4): "context", the prompt of
-    each call of the persistent context `space`; "total", the prompt of each call of any
-    space (for HyMem: planner, executor, isolated, memory and distillation calls)."""
-    calls = [e for e in trace if e["type"] == "model_call"]
-    return {"context": [e["prompt_tokens"] for e in calls if e["space"] == space],
-            "total": [e["prompt_tokens"] for e in calls]}
+    """The paper's Figure 4, per call of the persistent context `space` (task progress):
+    "context", that call's prompt tokens (HyMem: the planner's); "total", the tokens of
+    every context space so far (HyMem-Total: planner, executor, isolated, memory and
+    distillation calls together), which keeps growing while the planner's stays flat."""
+    context, total, running = [], [], 0
+    for e in trace:
+        if e["type"] != "model_call":
+            continue
+        running += e["prompt_tokens"] + e["completion_tokens"]
+        if e["space"] == space:
+            context.append(e["prompt_tokens"])
+            total.append(running)
+    return {"context": context, "total": total}
 
 
 def plot(rows, out_dir):
@@ -194,14 +260,16 @@ def plot(rows, out_dir):
         for r in rows:
             if r["agent"] != name:
                 continue
-            with open(os.path.join(out_dir, "traces", name, f"{r['task']}.jsonl")) as f:
+            if r.get("trial", 0):  # Figure 4 is drawn from the first trial of each task
+                continue
+            with open(trace_path(out_dir, name, r["task"])) as f:
                 trace = [json.loads(line) for line in f]
             for key, values in context_curve(trace, r.get("space", name)).items():
                 series.setdefault(key, []).extend(values)  # tasks concatenated, as the paper does
         line = ax.plot(series.get("context", []), label=name)[0]
-        if series.get("total") != series.get("context"):  # more than one space: draw every call too
-            ax.plot(series["total"], linestyle=":", color=line.get_color(), label=f"{name} total")
-    ax.set_xlabel("model calls (tasks concatenated; dotted: calls of every context space)")
+        if name.startswith("hymem"):  # HyMem-Total, dotted
+            ax.plot(series.get("total", []), linestyle=":", color=line.get_color(), label=f"{name}-total")
+    ax.set_xlabel("task progress: calls of the persistent context (tasks concatenated)")
     ax.set_ylabel("context tokens")
     ax.legend()
     fig.tight_layout()
@@ -228,7 +296,14 @@ def summarize(rows) -> dict:
         rs = [r for r in rows if r["agent"] == name]
         mean = lambda key: sum(r.get(key) or 0 for r in rs) / len(rs)  # noqa: E731
         confident = [r["confidence"] for r in rs if isinstance(r.get("confidence"), (int, float))]
-        out[name] = {"tasks": len(rs), "pass@1": mean("score"), "tokens": mean("tokens"),
+        by_trial = {}
+        for r in rs:
+            by_trial.setdefault(r.get("trial", 0), []).append(r.get("score") or 0)
+        trial_means = [sum(v) / len(v) for _, v in sorted(by_trial.items())]
+        spread = statistics.stdev(trial_means) if len(trial_means) > 1 else 0.0
+        out[name] = {"tasks": len(rs) // max(len(by_trial), 1), "trials": len(by_trial),
+                     "pass@1": mean("score"), "pass@1_std": spread, "pass@1_per_trial": trial_means,
+                     "tokens": mean("tokens"),
                      "planner_turns": mean("planner_turns"),  # Table 2's "Plan."
                      "confidence": sum(confident) / len(confident) if confident else None,  # "Conf."
                      "tool_calls": mean("tool_calls"),
@@ -250,15 +325,15 @@ def task_toolbox(task: dict, search: list):
 
 
 def read_rows(path: str) -> list[dict]:
-    """results.jsonl as rows, the last row of each (agent, task) winning; a torn last line
-    (a killed run) is skipped."""
+    """results.jsonl as rows, the last row of each (agent, task, trial) winning; a torn
+    last line (a killed run) is skipped."""
     latest = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
                     row = json.loads(line)
-                    latest[(row["agent"], str(row["task"]))] = row
+                    latest[(row["agent"], str(row["task"]), row.get("trial", 0))] = row
                 except (ValueError, KeyError, TypeError):
                     continue
     return list(latest.values())
@@ -277,8 +352,9 @@ def evaluate(cfg, client=None) -> dict:
     aux = make_aux(cfg, client)
     os.makedirs(cfg.out_dir, exist_ok=True)
     results_path = os.path.join(cfg.out_dir, "results.jsonl")
-    done = {(r["agent"], str(r["task"])) for r in read_rows(results_path) if not r.get("error")}
-    jobs = [(a, t) for a in cfg.agents for t in tasks if (a, str(t["id"])) not in done]
+    done = {(r["agent"], str(r["task"]), r.get("trial", 0)) for r in read_rows(results_path) if not r.get("error")}
+    trials = int(cfg.get("trials", 1))
+    jobs = [(a, t, k) for k in range(trials) for a in cfg.agents for t in tasks if (a, str(t["id"]), k) not in done]
     down = None
     from rich.progress import Progress
 
@@ -286,7 +362,7 @@ def evaluate(cfg, client=None) -> dict:
             concurrent.futures.ThreadPoolExecutor(cfg.concurrency) as pool, \
             open(results_path, "a", encoding="utf-8") as out:
         bar = progress.add_task(f"agents ({len(done)} done before)", total=len(jobs))
-        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg, aux) for a, t in jobs]
+        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg, aux, k) for a, t, k in jobs]
         for fut in concurrent.futures.as_completed(futures):
             try:
                 row = fut.result()
@@ -322,12 +398,13 @@ def main(argv):
         summary = evaluate(cfg)
     except EndpointDown as e:
         sys.exit(f"evaluation stopped: {e} (rows so far: {os.path.join(cfg.out_dir, 'results.jsonl')})")
-    print(f"{'agent':16} {'tasks':>5} {'pass@1':>7} {'plan.':>6} {'conf.':>6} {'tokens':>8} {'tools':>6} "
-          f"{'peak ctx':>9} {'wall s':>7}")
+    print(f"{'agent':16} {'tasks':>5} {'trials':>6} {'pass@1':>7} {'+-':>6} {'plan.':>6} {'conf.':>6} "
+          f"{'tokens':>8} {'tools':>6} {'peak ctx':>9} {'wall s':>7}")
     for name, s in summary.items():
         conf = f"{s['confidence']:>6.2f}" if s["confidence"] is not None else f"{'-':>6}"
-        print(f"{name:16} {s['tasks']:>5} {s['pass@1']:>7.3f} {s['planner_turns']:>6.1f} {conf} "
-              f"{s['tokens']:>8.0f} {s['tool_calls']:>6.1f} {s['peak_planner_context']:>9} {s['wall_s']:>7.1f}")
+        print(f"{name:16} {s['tasks']:>5} {s['trials']:>6} {s['pass@1']:>7.3f} {s['pass@1_std']:>6.3f} "
+              f"{s['planner_turns']:>6.1f} {conf} {s['tokens']:>8.0f} {s['tool_calls']:>6.1f} "
+              f"{s['peak_planner_context']:>9} {s['wall_s']:>7.1f}")
     print(f"wrote {cfg.out_dir}")
 
 

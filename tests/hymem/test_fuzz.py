@@ -7,13 +7,13 @@ import json
 import random
 import time
 
-from hymem import HyMemAgent, HyMemConfig, ScriptedClient, Toolbox, search_tools
+from hymem import HyMemAgent, HyMemConfig, ScriptedClient, Toolbox, build, search_tools
 from hymem.baselines import BaselineConfig, FlatAgent
 from hymem.distill import distill
 from hymem.llm import Completion, ModelError, OpenAIClient
 from hymem.memory import Memories, fold
-from hymem.parsing import (extract_json, labeled_fields, parse_confidence, parse_executor, parse_iso,
-                           parse_planner, parse_results)
+from hymem.parsing import (extract_json, labeled_fields, parse_answer, parse_confidence, parse_executor,
+                           parse_iso, parse_planner, parse_results, tagged)
 from tests.hymem.test_agent import DOCS
 
 N = 10_000
@@ -80,6 +80,9 @@ def test_every_parser_survives_every_output():
         assert c is None or 0.0 <= c <= 1.0
         labeled_fields(str(text), ("FINDINGS", "STATUS"))
         assert isinstance(distill(text), str)
+        done = parse_answer(text)
+        assert done is None or isinstance(done[0], str)
+        assert all(isinstance(b, str) for b in tagged("spawn", text))
     assert time.perf_counter() - t0 < 120  # linear parsers: seconds, not hours (not a benchmark)
 
 
@@ -135,11 +138,17 @@ def test_agent_loops_survive_every_output():
     client = HostileClient(OUTPUTS)
     hymem_cfg = HyMemConfig(planner_turns=4, execute_turns=3, max_iso_reasoning=2, max_iso_reasoning_turn=2,
                             fold_planner_turns=2, context_window=3000)
+    small = {"amem": {"max_turns": 6, "window": 2}, "thread": {"root_turns": 4, "child_turns": 3},
+             "sampling": {"max_tokens": 64}}
     runs = 0
     while client.consumed() < N:
-        agent = (HyMemAgent(client, tools, hymem_cfg) if runs % 2 == 0 else
-                 FlatAgent(client, tools, BaselineConfig(mode=("react", "summary", "resum")[runs % 3], max_turns=6,
-                                                         context_window=300, summary_threshold=100)))
+        if runs % 2 == 0:
+            agent = HyMemAgent(client, tools, hymem_cfg)
+        elif runs % 4 == 1:
+            agent = FlatAgent(client, tools, BaselineConfig(mode=("react", "summary", "resum")[runs % 3], max_turns=6,
+                                                            context_window=300, summary_threshold=100))
+        else:  # the other registered baselines
+            agent = build(("amem", "thread", "base")[(runs // 4) % 3], client, tools, small)
         _check(agent.run("q"))
         runs += 1
     assert runs > 100
