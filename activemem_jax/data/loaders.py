@@ -162,7 +162,8 @@ def load_browsecomp_plus(queries_path: str, corpus_path: Optional[str] = None,
             q, a = decrypt_browsecomp(q, canary), decrypt_browsecomp(a, canary)
         queries.append({"id": str(row.get("query_id")), "question": q, "answers": [a],
                         "gold_docs": row.get("gold_docs", []),
-                        "evidence_docs": row.get("evidence_docs", [])})
+                        "evidence_docs": row.get("evidence_docs", []),
+                        "difficulty": row.get("difficulty")})  # a level, where the file has one
     out = {"queries": queries}
     if corpus_path:
         from activemem_jax.data.retrieval import load_corpus

@@ -53,3 +53,27 @@ def test_balanced_selection_takes_equal_shares_of_each_level():
     assert len(select_balanced(rows, "evidence_terciles", 90)) == 90
     with pytest.raises(ValueError, match="no 'level' field"):
         select_balanced(rows, "level", 150)
+
+
+def test_browsecomp_plus_as_a1_runs_it_balanced_levels_and_three_trials(tmp_path):
+    import launch.eval_agents as ev
+
+    with open(tmp_path / "q.jsonl", "w") as f:
+        for i in range(12):
+            level = ("easy", "medium", "hard")[i % 3]
+            f.write(json.dumps({"query_id": str(i), "query": f"When was Velmor founded? ({level} {i})",
+                                "answer": "1821", "difficulty": level, "evidence_docs": [{"docid": "d1"}]}) + "\n")
+    with open(tmp_path / "corpus.jsonl", "w") as f:
+        f.write(json.dumps({"docid": "d1", "title": "Velmor", "text": "Velmor was founded in 1821."}) + "\n")
+    cfg = _eval_cfg(tmp_path)
+    cfg.agents = ("react",)
+    cfg.trials = 3
+    cfg.benchmark.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
+                              corpus=str(tmp_path / "corpus.jsonl"), n_tasks=6, balance="difficulty"))
+    summary = ev.evaluate(cfg, client=ScriptedClient({"react": ["<answer>1821</answer><confidence>1</confidence>"]}))
+    rows = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
+    tasks = {r["task"] for r in rows}
+    assert len(tasks) == 6 and len(rows) == 18
+    assert sorted(int(t) % 3 for t in tasks) == [0, 0, 1, 1, 2, 2]  # two of each level
+    assert summary["react"]["trials"] == 3 and summary["react"]["pass@1"] == 1.0
+    assert (tmp_path / "out" / "context_growth.png").exists()
