@@ -1,7 +1,11 @@
 """Evaluate ActiveMem (untrained or from a checkpoint) against the frozen model's
-full-history and truncated-context variants on synthetic N-objective QA.
+full-history and truncated-context variants, on synthetic N-objective QA or any task
+registered in `activemem_jax/rl/tasks.py` (benchmark.name, with its data paths in the
+benchmark section: multi_objective_qa, single_qa, gsm8k, math, ...).
 
     python -m launch.eval_activemem --config configs/activemem_eval_synthetic.py
+    python -m launch.eval_activemem --config configs/activemem_eval_qa.py \
+        --config.benchmark.qa_files="('data/hotpotqa/dev.jsonl',)" --config.benchmark.index=indexes/wiki18
 
 Writes under config.out_dir: trajectories.jsonl (one row per trajectory), summary.json,
 summary.md (the table printed at the end) and peak_tokens_vs_n.png.
@@ -32,9 +36,19 @@ def run(cfg) -> dict:
     console = Console(stderr=True)
     base = PolicyConfig.from_dict(cfg.policy.to_dict())
     b = cfg.benchmark
-    world = synthetic_world.generate(seed=b.seed, n_entities=b.n_entities)
-    tasks = {n: synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed) for n in b.n_objectives}
     model = load_from_config(cfg.model)
+    if b.get("name", "synthetic") == "synthetic":
+        world = synthetic_world.generate(seed=b.seed, n_entities=b.n_entities)
+        tasks = {n: synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed) for n in b.n_objectives}
+        retriever, make_env = BM25Retriever(world.documents), None
+    else:  # any task registered in rl/tasks.py, its data paths in the benchmark section
+        from activemem_jax.rl.tasks import build_section
+
+        flat, env_factory, retriever = build_section(b, model)
+        tasks = {}
+        for t in flat:
+            tasks.setdefault(len(t["answers"]), []).append(t)
+        make_env = lambda max_turns: env_factory(max_turns)  # noqa: E731
     restore = None
     if cfg.checkpoint:
         from activemem_jax.rl.checkpoints import restore_policy
@@ -53,9 +67,9 @@ def run(cfg) -> dict:
 
     t = cfg.max_turns
     with Engine(model, max_slots=cfg.model.max_slots, max_len=cfg.model.max_len) as engine:
-        rows = ev.evaluate(model, engine, BM25Retriever(world.documents), base, list(cfg.variants), tasks,
+        rows = ev.evaluate(model, engine, retriever, base, list(cfg.variants), tasks,
                            lambda n: min(t.cap, t.per_objective * n + t.extra), seed=cfg.seed,
-                           temperature=cfg.temperature, restore=restore, on_batch=on_batch)
+                           temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env)
     out.close()
     summary = ev.summarize(rows)
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:

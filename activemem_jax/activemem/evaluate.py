@@ -57,14 +57,17 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
              tasks_by_n: dict, max_turns: Callable[[int], int], *, seed: int = 0,
              temperature: float = 0.01, restore: Optional[Callable[[ActiveMem], None]] = None,
              on_batch: Optional[Callable[[str, int, list], None]] = None,
-             together: bool = True) -> list[dict]:
+             together: bool = True, make_env: Optional[Callable] = None) -> list[dict]:
     """Rollouts of every variant on every N; `restore(policy)` loads trained controller
     params / tree into the `activemem` variant. Tree actions are greedy.
 
     together=True runs all N of a variant in one rollout batch (each task with its own
     turn budget), so a variant costs one pass of turns, not one per N; a trajectory's
     time is then its wall time inside that shared batch. together=False: one batch per
-    (variant, N)."""
+    (variant, N). make_env(max_turns): the environment of a registered task
+    (`rl.tasks`); None: multi-objective QA over `retriever`."""
+    if make_env is None:
+        make_env = lambda max_turns: MultiObjectiveQAEnv(retriever, max_turns=max_turns)  # noqa: E731
     rows = []
     for variant in variants:
         policy = ActiveMem(model, engine, variant_config(base, variant), seed=seed)
@@ -74,12 +77,12 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
                    else [tasks for _, tasks in sorted(tasks_by_n.items())])
         for tasks in batches:
             tasks = [{**t, "max_turns": max_turns(len(t["answers"]))} for t in tasks]
-            env = MultiObjectiveQAEnv(retriever, max_turns=max(t["max_turns"] for t in tasks))
+            env = make_env(max(t["max_turns"] for t in tasks))
             result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature)
             by_n: dict = {}
             for t in result.trajectories:
                 by_n.setdefault(len(t.task["answers"]), []).append(
-                    trajectory_row(variant, t, task_tokens(model.tokenizer, t.task)))
+                    trajectory_row(variant, t, task_tokens(model.tokenizer, t.task, make_env)))
             for n, batch in sorted(by_n.items()):
                 rows += batch
                 if on_batch is not None:
@@ -87,9 +90,10 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
     return rows
 
 
-def task_tokens(tokenizer, task: dict) -> int:
+def task_tokens(tokenizer, task: dict, make_env: Optional[Callable] = None) -> int:
     """Tokens of the task statement as the environment shows it."""
-    return len(tokenizer(MultiObjectiveQAEnv.initial_prompt(task), add_special_tokens=False)["input_ids"])
+    prompt = make_env(1).reset([task])[0] if make_env is not None else MultiObjectiveQAEnv.initial_prompt(task)
+    return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 def summarize(rows: Sequence[dict]) -> dict:

@@ -45,11 +45,21 @@ def _field(row: dict, key: str, path: str, line: int):
 def load_flashrag(path: str) -> list[dict]:
     """FlashRAG JSONL (id, question, golden_answers): NQ, HotpotQA, TriviaQA, PopQA, 2Wiki,
     Musique, Bamboogle. Put e.g. `<data>/hotpotqa/dev.jsonl` from FlashRAG's release."""
-    out = []
+    out, seen = [], {}
     for i, row in enumerate(read_jsonl(path, "FlashRAG JSONL split"), 1):
         answers = _field(row, "golden_answers", path, i)
-        out.append({"id": str(row.get("id", i - 1)), "question": _field(row, "question", path, i),
-                    "answers": [answers] if isinstance(answers, str) else list(answers)})
+        answers = [answers] if isinstance(answers, str) else list(answers or [])
+        if not [a for a in answers if isinstance(a, str) and a.strip()]:
+            raise ValueError(f"{path}: row {i} has no non-empty golden answer (golden_answers={answers!r}); "
+                             "fix or drop the row")
+        question = _field(row, "question", path, i)
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"{path}: row {i} has an empty question")
+        rid = str(row.get("id", i - 1))
+        if rid in seen:
+            raise ValueError(f"{path}: row {i} repeats id {rid!r} of row {seen[rid]}; ids must be unique")
+        seen[rid] = i
+        out.append({"id": rid, "question": question, "answers": [str(a) for a in answers]})
     return out
 
 

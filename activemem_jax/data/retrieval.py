@@ -189,6 +189,18 @@ def _load_encoder(model_dir: str):
     return SentenceTransformer(model_dir, device="cpu", local_files_only=True)
 
 
+class ClosedBook:
+    """No retrieval: every search finds nothing (closed-book runs of the QA tasks)."""
+
+    documents: list = []
+
+    def search(self, query: str, k: int = 3) -> list[Doc]:
+        return []
+
+    def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Doc]]:
+        return [[] for _ in queries]
+
+
 class RemoteRetriever:
     """Client of a Search-R1-style retrieval server (`POST {url}/retrieve`), e.g. the E5 +
     wiki-18 servers used by Search-R1 and MEM1, or `activemem_jax.data.retrieval_server`."""

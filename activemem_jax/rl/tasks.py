@@ -1,10 +1,23 @@
-"""Training tasks by name: `data.name` in a config picks a builder registered here.
+"""Tasks by name, for training and evaluation alike: `data.name` in a training config
+(`benchmark.name` in an evaluation config) picks a builder registered here.
 
-    tasks, make_env, search = build_tasks(cfg, model)
+    tasks, make_env, search = build_tasks(cfg, model)          # cfg.data
+    tasks, make_env, search = build_section(cfg.benchmark, model)
 
-A builder takes (cfg.data, model) and returns the training tasks, a factory for a fresh
-environment, and the expert's search backend (a retriever, for SFT on retrieval tasks)
-or None. Add a task family with one `@register("name")` line on its builder.
+A builder takes (section, model) and returns the tasks, a factory for a fresh
+environment (`make_env()`, or `make_env(max_turns)` for a per-evaluation budget), and the
+expert's search backend (a retriever, for SFT on retrieval tasks) or None. Add a task
+family with one `@register("name")` line on its builder.
+
+Registered: synthetic (the embedded world), recall, first_token, multi_objective_qa
+(MEM1's composition: N questions drawn from FlashRAG JSONL files, joined with "; ",
+answered with retrieval), single_qa (one question per task, the paper's Table 9),
+gsm8k and math (the math environment; `delimiter` set: delimiter steps).
+
+Retrieval for the QA tasks: `index` (a directory `python -m activemem_jax.data.index
+build` wrote), else `corpus` (a JSONL corpus, indexed in memory), else `retrieval_url`
+(a Search-R1 retrieval server), else closed-book (searches return nothing). A path that
+does not exist stops the run with the field's name and the path.
 """
 
 from __future__ import annotations
@@ -14,19 +27,130 @@ from typing import Callable
 BUILDERS: dict[str, Callable] = {}
 
 
-def register(name: str):
+def register(*names: str):
     def add(fn):
-        BUILDERS[name] = fn
+        for name in names:
+            BUILDERS[name] = fn
         return fn
     return add
 
 
 def build_tasks(cfg, model):
     """(train tasks, env factory, expert search or None) for cfg.data."""
-    name = cfg.data.name
-    if name not in BUILDERS:
-        raise ValueError(f"data.name={name!r}: use one of {sorted(BUILDERS)}")
-    return BUILDERS[name](cfg.data, model)
+    return build_section(cfg.data, model, "data")
+
+
+def build_section(d, model, where: str = "benchmark"):
+    """The same for any config section with a `name` (an evaluation's `benchmark`)."""
+    if d.name not in BUILDERS:
+        raise ValueError(f"{where}.name={d.name!r}: use one of {sorted(BUILDERS)}")
+    return BUILDERS[d.name](d, model)
+
+
+def _path(d, field: str, what: str) -> str:
+    import os
+
+    path = d.get(field, "")
+    if not path:
+        raise ValueError(f"data.{field} is empty: give the path of {what}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"data.{field}={path!r}: {what} not found (datasets are never downloaded; "
+                                "put the file there or fix the path)")
+    return path
+
+
+def _retriever(d):
+    """The QA tasks' search backend (see the module docstring)."""
+    if d.get("index", ""):
+        from activemem_jax.data.index import IndexRetriever
+
+        return IndexRetriever(_path(d, "index", "the retrieval index directory"))
+    if d.get("corpus", ""):
+        from activemem_jax.data.retrieval import BM25Retriever, load_corpus
+
+        return BM25Retriever(load_corpus(_path(d, "corpus", "the JSONL corpus")))
+    if d.get("retrieval_url", ""):
+        from activemem_jax.data.retrieval import RemoteRetriever
+
+        return RemoteRetriever(d.retrieval_url)
+    from activemem_jax.data.retrieval import ClosedBook
+
+    return ClosedBook()
+
+
+def compose(pool: list, n: int, n_tasks: int, seed: int, prefix: str) -> list[dict]:
+    """MEM1's multi-objective tasks: each draws n distinct questions from the pool and joins
+    them with "; "; its answers are the questions' gold lists, in order."""
+    import random
+
+    if len(pool) < n:
+        raise ValueError(f"{len(pool)} questions in the QA files; a {n}-objective task needs {n}")
+    rng = random.Random(f"{seed}-{n}-{prefix}")
+    tasks = []
+    for i in range(n_tasks):
+        qs = rng.sample(pool, n)
+        tasks.append({"id": f"{prefix}-{n}obj-{seed}-{i:05d}", "question": "; ".join(q["question"] for q in qs),
+                      "questions": [q["question"] for q in qs], "answers": [list(q["answers"]) for q in qs],
+                      "sources": [q["id"] for q in qs]})
+    return tasks
+
+
+def _qa_pool(d) -> list[dict]:
+    from activemem_jax.data.loaders import load_flashrag
+
+    files = d.get("qa_files", ()) or ()
+    if isinstance(files, str):
+        files = (files,)
+    if not files:
+        raise ValueError("data.qa_files is empty: give FlashRAG JSONL files, e.g. ('<dir>/hotpotqa/train.jsonl',)")
+    pool = []
+    for k, f in enumerate(files):
+        for row in load_flashrag(_path({"qa_files": f}, "qa_files", f"FlashRAG JSONL file {k}")):
+            pool.append({**row, "id": f"{k}:{row['id']}"})
+    return pool
+
+
+def _qa_env(d, retriever):
+    from activemem_jax.envs import MultiObjectiveQAEnv
+
+    return lambda max_turns=None: MultiObjectiveQAEnv(retriever, max_turns=max_turns or d.max_turns,
+                                                      topk=d.get("retrieval_topk", 3),
+                                                      format_reward=d.get("format_reward", 0.0))
+
+
+@register("multi_objective_qa")
+def _multi_objective_qa(d, model):
+    pool, retriever = _qa_pool(d), _retriever(d)
+    tasks = []
+    for n in d.n_objectives:
+        tasks += compose(pool, n, d.n_tasks, d.seed, "qa")
+    return tasks, _qa_env(d, retriever), retriever
+
+
+@register("single_qa")
+def _single_qa(d, model):
+    pool, retriever = _qa_pool(d), _retriever(d)
+    n = min(d.n_tasks, len(pool)) if d.n_tasks else len(pool)
+    return compose(pool, 1, n, d.seed, "qa1"), _qa_env(d, retriever), retriever
+
+
+def _math_env(d):
+    from activemem_jax.envs import MathEnv
+    from activemem_jax.envs.segmented import SegmentedEnv
+
+    delimiter = d.get("delimiter", "")
+    return lambda max_turns=None: (SegmentedEnv(MathEnv(), delimiter, max_turns or d.max_turns) if delimiter
+                                   else MathEnv())
+
+
+@register("gsm8k", "math")
+def _math(d, model):
+    from activemem_jax.data.loaders import load_gsm8k, load_math
+
+    rows = (load_gsm8k if d.name == "gsm8k" else load_math)(_path(d, "path", f"the {d.name} data"))
+    rows = rows[: d.n_tasks] if d.get("n_tasks", 0) else rows
+    tasks = [{**r, "questions": [r["question"]], "answers": [[r["answer"]]]} for r in rows]
+    return tasks, _math_env(d), None
 
 
 @register("synthetic")
@@ -40,8 +164,9 @@ def _synthetic(d, model):
     tasks = []
     for n in d.n_objectives:
         tasks += synthetic_world.make_tasks(world, d.split, n, d.n_tasks, seed=d.seed)
-    return tasks, (lambda: MultiObjectiveQAEnv(retriever, max_turns=d.max_turns, topk=d.retrieval_topk,
-                                               format_reward=d.format_reward)), retriever
+    return tasks, (lambda max_turns=None: MultiObjectiveQAEnv(retriever, max_turns=max_turns or d.max_turns,
+                                                              topk=d.retrieval_topk,
+                                                              format_reward=d.format_reward)), retriever
 
 
 @register("recall")
@@ -71,4 +196,4 @@ def _first_token(d, model):
     return tasks, (lambda: FirstTokenEnv(model.tokenizer, predicate)), None
 
 
-__all__ = ["BUILDERS", "build_tasks", "register"]
+__all__ = ["BUILDERS", "build_section", "build_tasks", "compose", "register"]

@@ -64,3 +64,39 @@ def test_evaluate_runs_every_n_in_one_batch_with_its_own_turn_budget(embedded_mo
         task = tasks[r["n_objectives"]][0]
         assert r["task_tokens"] == len(tok.encode(MultiObjectiveQAEnv.initial_prompt(task), add_special_tokens=False))
         assert 0 < r["peak_beyond_task"] == r["peak_tokens"] - r["task_tokens"]
+
+
+@pytest.mark.slow
+def test_registered_qa_task_closed_book_and_with_retrieval(embedded_model, engine, tmp_path):
+    """A real-data task from rl/tasks.py (a fixture FlashRAG file and corpus) evaluated end
+    to end on the embedded model, closed-book and with retrieval (whose backends find
+    nothing and the corpus's document)."""
+    import json
+
+    import ml_collections
+
+    from activemem_jax.rl.tasks import build_section
+
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text("".join(json.dumps({"id": str(i), "question": q, "golden_answers": [a]}) + "\n" for i, (q, a) in
+                          enumerate([("When was Velmor founded?", "1821"), ("Who founded Velmor?", "Ada Kest"),
+                                     ("Where was Ada Kest born?", "Ostra")])))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"docid": "d1", "title": "Velmor", "text": "Velmor was founded in 1821 by Ada Kest."})
+                      + "\n")
+    base = PolicyConfig(num_latents=0, use_tree=False, max_tokens=12, capacity=64, max_ops=4)
+    seen = {}
+    for mode, extra in (("closed_book", {}), ("retrieval", {"corpus": str(corpus)})):
+        d = ml_collections.ConfigDict({**dict(name="multi_objective_qa", qa_files=(str(qa),), index="", corpus="",
+                                              retrieval_url="", seed=0, n_objectives=(1, 2), n_tasks=1,
+                                              max_turns=3), **extra})
+        flat, make_env, search = build_section(d, embedded_model)
+        tasks = {}
+        for t in flat:
+            tasks.setdefault(len(t["answers"]), []).append(t)
+        rows = ev.evaluate(embedded_model, engine, search, base, ["plain"], tasks, lambda n: n + 1,
+                           make_env=lambda turns: make_env(turns))
+        assert sorted(r["n_objectives"] for r in rows) == [1, 2]
+        assert all(0 <= r["em"] <= 1 and r["turns"] >= 1 for r in rows)
+        seen[mode] = search.search("Velmor founded", 3)
+    assert seen["closed_book"] == [] and seen["retrieval"][0]["docid"] == "d1"

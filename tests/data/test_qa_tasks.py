@@ -1,0 +1,107 @@
+"""The real-data tasks of rl/tasks.py (MEM1's composition over FlashRAG files, single QA,
+GSM8K/MATH) from fixture files, with the data errors they must name."""
+
+import json
+
+import ml_collections
+import pytest
+
+from activemem_jax.data import index as idx
+from activemem_jax.rl.tasks import BUILDERS, build_section, compose
+
+QUESTIONS = [("who founded Velmor?", ["Ada Kest"]), ("when was Velmor founded?", ["1821"]),
+             ("where was Ada Kest born?", ["Ostra"]), ("what river crosses Ostra?", ["Lenn", "the Lenn"]),
+             ("who wrote the Velmor charter?", ["Ada Kest"]), ("what is Ostra's province?", ["Marrow"])]
+DOCS = [{"docid": "d1", "title": "Velmor", "text": "Velmor was founded in 1821 by Ada Kest, who wrote its charter."},
+        {"docid": "d2", "title": "Ada Kest", "text": "Ada Kest was born in Ostra."},
+        {"docid": "d3", "title": "Ostra", "text": "Ostra lies on the Lenn in the province of Marrow."}]
+
+
+def jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture
+def files(tmp_path):
+    hotpot = jsonl(tmp_path / "hotpotqa.jsonl", [{"id": f"h{i}", "question": q, "golden_answers": a}
+                                                 for i, (q, a) in enumerate(QUESTIONS[:4])])
+    nq = jsonl(tmp_path / "nq.jsonl", [{"id": f"n{i}", "question": q, "golden_answers": a}
+                                       for i, (q, a) in enumerate(QUESTIONS[4:])])
+    corpus = jsonl(tmp_path / "corpus.jsonl", DOCS)
+    return hotpot, nq, corpus
+
+
+def section(**kw):
+    base = dict(name="multi_objective_qa", qa_files=(), index="", corpus="", retrieval_url="", seed=0,
+                n_objectives=(1, 2), n_tasks=3, max_turns=6, retrieval_topk=2, format_reward=0.0)
+    return ml_collections.ConfigDict({**base, **kw})
+
+
+def test_every_task_family_is_registered():
+    assert {"synthetic", "recall", "first_token", "multi_objective_qa", "single_qa", "gsm8k", "math"} <= set(BUILDERS)
+
+
+def test_multi_objective_qa_composes_as_mem1_and_answers_with_retrieval(files, tmp_path):
+    hotpot, nq, corpus = files
+    tasks, make_env, search = build_section(section(qa_files=(hotpot, nq), corpus=corpus), None)
+    assert [len(t["questions"]) for t in tasks] == [1, 1, 1, 2, 2, 2]
+    two = tasks[3]
+    assert two["question"] == "; ".join(two["questions"]) and len(set(two["sources"])) == 2
+    gold = dict(QUESTIONS)
+    assert all(a == gold[q] for t in tasks for q, a in zip(t["questions"], t["answers"]))
+    assert compose([{"id": "x", "question": q, "answers": a} for q, a in QUESTIONS], 2, 3, 0, "qa") == \
+        compose([{"id": "x", "question": q, "answers": a} for q, a in QUESTIONS], 2, 3, 0, "qa")  # seeded
+    env = make_env(4)
+    prompt = env.reset([two])[0]
+    assert all(q in prompt for q in two["questions"])
+    obs, *_ = env.step(["<think>look</think><search>Velmor founded</search>"])
+    assert "1821" in obs[0]
+    golds = "; ".join(a[0] for a in two["answers"])
+    _, rewards, dones, _ = env.step([f"<think>done</think><answer>{golds}</answer>"])
+    assert rewards == [2.0] and dones == [True]
+    # the same tasks over a streamed index, and closed-book
+    idx.build(corpus, str(tmp_path / "ix"), progress=False)
+    _, make_env, search = build_section(section(qa_files=(hotpot, nq), index=str(tmp_path / "ix")), None)
+    assert search.search("Velmor founded", 1)[0]["docid"] == "d1"
+    _, make_env, search = build_section(section(qa_files=(hotpot, nq)), None)
+    assert search.search("Velmor founded", 3) == []
+
+
+def test_single_qa_and_math_tasks(files, tmp_path):
+    hotpot, nq, _ = files
+    tasks, _, _ = build_section(section(name="single_qa", qa_files=(hotpot, nq), n_tasks=0), None)
+    assert len(tasks) == 6 and all(len(t["questions"]) == 1 for t in tasks)
+    gsm = jsonl(tmp_path / "gsm.jsonl", [{"question": "2 + 3?", "answer": "2 + 3 = 5\n#### 5"}])
+    d = ml_collections.ConfigDict(dict(name="gsm8k", path=gsm, n_tasks=0, max_turns=4, delimiter=""))
+    tasks, make_env, _ = build_section(d, None)
+    env = make_env()
+    env.reset(tasks)
+    assert env.step(["The sum is \\boxed{5}."])[1] == [1.0]
+    d.delimiter = "\n\n"
+    _, make_env, _ = build_section(d, None)
+    assert type(make_env(3)).__name__ == "SegmentedEnv"
+
+
+def test_missing_or_broken_data_names_the_field_and_the_place(files, tmp_path):
+    hotpot, nq, corpus = files
+    with pytest.raises(FileNotFoundError, match=r"data.qa_files='/nowhere/hotpot.jsonl'"):
+        build_section(section(qa_files=("/nowhere/hotpot.jsonl",)), None)
+    with pytest.raises(FileNotFoundError, match=r"data.index='/nowhere/ix'"):
+        build_section(section(qa_files=(hotpot,), index="/nowhere/ix"), None)
+    with pytest.raises(ValueError, match="data.qa_files is empty"):
+        build_section(section(), None)
+    with pytest.raises(ValueError, match=r"benchmark.name='hotpot'"):
+        build_section(section(name="hotpot"), None)
+    dup = jsonl(tmp_path / "dup.jsonl", [{"id": "a", "question": "q1", "golden_answers": ["x"]},
+                                         {"id": "a", "question": "q2", "golden_answers": ["y"]}])
+    with pytest.raises(ValueError, match="row 2 repeats id 'a' of row 1"):
+        build_section(section(qa_files=(dup,)), None)
+    empty = jsonl(tmp_path / "empty.jsonl", [{"id": "a", "question": "q1", "golden_answers": ["", " "]}])
+    with pytest.raises(ValueError, match="row 1 has no non-empty golden answer"):
+        build_section(section(qa_files=(empty,)), None)
+    torn = jsonl(tmp_path / "torn.jsonl", [{"id": "a", "question": "q1", "golden_answers": ["x"]}, '{"id": "b", "qu'])
+    with pytest.raises(ValueError, match=r"torn.jsonl:2: not JSON"):
+        build_section(section(qa_files=(torn,)), None)
+    with pytest.raises(ValueError, match="6 questions in the QA files; a 8-objective task needs 8"):
+        build_section(section(qa_files=(hotpot, nq), n_objectives=(8,)), None)
