@@ -36,10 +36,13 @@ def base_config() -> ml_collections.ConfigDict:
     c.policy = policy_defaults(num_latents=4, capacity=4096, max_tokens=512, temperature=1.0)
     c.lora = ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=("q_proj", "v_proj")))
     c.data = ml_collections.ConfigDict(dict(
-        name="synthetic",          # synthetic | recall | first_token (pipeline sanity check)
-        seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,
+        name="synthetic",          # activemem_jax/rl/tasks.py: synthetic | recall | first_token | multi_objective_qa
+        seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,  # | single_qa | gsm8k | math
         n_facts=4, n_questions=0,  # recall: facts and questions per episode (0: one per fact)
-        retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5))  # first_token: see rl.trainer
+        retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5,  # first_token: see rl.trainer
+        qa_files=(),               # multi_objective_qa / single_qa: FlashRAG JSONL files
+        index="", corpus="", retrieval_url="",  # their search: an index dir | a JSONL corpus | a server | closed-book
+        path="", delimiter=""))    # gsm8k / math: the data file; delimiter: delimiter steps (policy.step_mode)
     c.train = ml_collections.ConfigDict(dict(
         algo="grpo",               # grpo | sft
         sft_steps=0,               # grpo: the first steps are SFT on expert turns (a warm start)
@@ -55,7 +58,29 @@ def base_config() -> ml_collections.ConfigDict:
     c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True))
     c.log = ml_collections.ConfigDict(dict(tensorboard=True))
     c.eval = ml_collections.ConfigDict(dict(enabled=False, n_objectives=(1, 2), n_tasks=4, split="test",
-                                            turns_per_objective=2, extra_turns=1, max_turns_cap=8))
+                                            turns_per_objective=2, extra_turns=1, max_turns_cap=8,
+                                            qa_files=(), path=""))  # held-out data of a registered task
     c.distributed = ml_collections.ConfigDict(dict(
         coordinator_address="", num_processes=1, process_id=-1))  # empty: single process / auto
+    return c
+
+
+PAPER_TABLES = ("table7", "table9", "synthetic")
+
+
+def paper_data(c: ml_collections.ConfigDict, table: str, data_dir: str = "/path/to/flashrag",
+               index: str = "/path/to/indexes/wiki18") -> ml_collections.ConfigDict:
+    """The data of the ActiveMem paper's tables on config `c`: table7, 2-objective QA
+    composed from NQ + HotpotQA training questions (MEM1's setup), evaluated at N = 1..16;
+    table9, single-objective Wikipedia QA; synthetic, the embedded world (no files).
+    Paths are placeholders: a run stops at the first one that does not exist, naming it."""
+    if table not in PAPER_TABLES:
+        raise ValueError(f"config parameter {table!r}: use one of {PAPER_TABLES} (e.g. --config=FILE.py:table9)")
+    if table == "synthetic":
+        return c
+    train = (f"{data_dir}/nq/train.jsonl", f"{data_dir}/hotpotqa/train.jsonl")
+    c.data.update(dict(name="multi_objective_qa" if table == "table7" else "single_qa", qa_files=train,
+                       index=index, n_objectives=(2,) if table == "table7" else (1,), max_turns=8))
+    c.eval.update(dict(n_objectives=(1, 2, 4, 8, 16) if table == "table7" else (1,), max_turns_cap=33,
+                       qa_files=(f"{data_dir}/hotpotqa/dev.jsonl", f"{data_dir}/nq/dev.jsonl")))
     return c

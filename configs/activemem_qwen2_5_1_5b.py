@@ -4,16 +4,19 @@
         --config.model.path=/data/models/Qwen2.5-1.5B-Instruct --config.policy.num_latents=8
 K in {2, 4, 8}: --config.policy.num_latents. Paper 6.1: rollout and mini-batch 64,
 lr 1e-5 (controller) / 1e-6 (LoRA), 50 warmup steps, temperature 1.0 (eval 0.01).
+Data (config parameter): table7 (default; 2-objective NQ + HotpotQA, eval N = 1..16),
+table9 (single-objective QA), synthetic (the embedded world): `--config=<this file>:table9`;
+set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
 """
 
-from configs.activemem_base import base_config
+from configs.activemem_base import base_config, paper_data
 
 
-def get_config():
+def get_config(table: str = "table7"):
     c = base_config()
     c.out_dir = "runs/activemem_qwen2_5_1_5b"
     c.topology = "v5p-8"  # the slice it is sized for: python launch/aot.py --config configs/activemem_qwen2_5_1_5b.py
     c.model.scan_layers = True  # one scanned layer: compile time independent of depth (no LoRA)
     c.model.path = "/path/to/Qwen2.5-1.5B-Instruct"  # a local Hugging Face directory
     c.mesh.update(data=1, fsdp=-1, tensor=1)
-    return c
+    return paper_data(c, table)

@@ -2,12 +2,15 @@
 
     python -m launch.train --config configs/activemem_qwen3_8b.py --config.model.path=/data/Qwen3-8B \
         --config.mesh.tensor=4
+Data (config parameter): table7 (default; 2-objective NQ + HotpotQA, eval N = 1..16),
+table9 (single-objective QA), synthetic (the embedded world): `--config=<this file>:table9`;
+set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
 """
 
-from configs.activemem_base import base_config
+from configs.activemem_base import base_config, paper_data
 
 
-def get_config():
+def get_config(table: str = "table7"):
     c = base_config()
     c.out_dir = "runs/activemem_qwen3_8b"
     c.topology = "v5p-16"  # the slice it is sized for: python launch/aot.py --config configs/activemem_qwen3_8b.py
@@ -15,4 +18,4 @@ def get_config():
     c.model.path = "/path/to/Qwen3-8B"
     c.mesh.update(data=1, fsdp=-1, tensor=4)
     c.engine.update(max_slots=64, max_len=8192)
-    return c
+    return paper_data(c, table)

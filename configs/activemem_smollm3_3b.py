@@ -1,15 +1,18 @@
 """ActiveMem GRPO on SmolLM3-3B, 2-objective QA (paper setup, K via --config.policy.num_latents).
 
     python -m launch.train --config configs/activemem_smollm3_3b.py --config.model.path=/data/SmolLM3-3B
+Data (config parameter): table7 (default; 2-objective NQ + HotpotQA, eval N = 1..16),
+table9 (single-objective QA), synthetic (the embedded world): `--config=<this file>:table9`;
+set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
 """
 
-from configs.activemem_base import base_config
+from configs.activemem_base import base_config, paper_data
 
 
-def get_config():
+def get_config(table: str = "table7"):
     c = base_config()
     c.out_dir = "runs/activemem_smollm3_3b"
     c.topology = "v5p-8"  # the slice it is sized for: python launch/aot.py --config configs/activemem_smollm3_3b.py
     c.model.scan_layers = True  # one scanned layer: compile time independent of depth (no LoRA)
     c.model.path = "/path/to/SmolLM3-3B"
-    return c
+    return paper_data(c, table)

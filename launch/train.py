@@ -40,17 +40,32 @@ def evaluate_before_after(trainer, cfg) -> dict:
     from activemem_jax.data.retrieval import BM25Retriever
 
     e, d = cfg.eval, cfg.data
-    world = synthetic_world.generate(seed=d.seed, n_entities=d.n_entities)
-    tasks = {n: synthetic_world.make_tasks(world, e.split, n, e.n_tasks, seed=d.seed + 1) for n in e.n_objectives}
+    make_env = None
+    if d.name == "synthetic":
+        world = synthetic_world.generate(seed=d.seed, n_entities=d.n_entities)
+        tasks = {n: synthetic_world.make_tasks(world, e.split, n, e.n_tasks, seed=d.seed + 1) for n in e.n_objectives}
+        retriever = BM25Retriever(world.documents)
+    else:  # a registered task: its held-out questions (eval.qa_files / eval.path, else the training files)
+        from activemem_jax.rl.tasks import build_section
+
+        held = d.copy_and_resolve_references()
+        held.update({"n_objectives": tuple(e.n_objectives), "n_tasks": e.n_tasks, "seed": d.seed + 1})
+        for key in ("qa_files", "path"):
+            if e.get(key):
+                held[key] = e[key]
+        flat, env_factory, retriever = build_section(held, trainer.model, "data")
+        tasks = {}
+        for t in flat:
+            tasks.setdefault(len(t["answers"]), []).append(t)
+        make_env = lambda max_turns: env_factory(max_turns)  # noqa: E731
     turns = lambda n: min(e.max_turns_cap, e.turns_per_objective * n + e.extra_turns)  # noqa: E731
     base = trainer.policy.config
-    retriever = BM25Retriever(world.documents)
     rows = []
     for name, restore in (("before", None), ("after", lambda p: _load_trained(p, trainer))):
         if name == "before" and trainer.params["lora"]:
             trainer.engine.set_weights(trainer.model.state)
         for r in ev.evaluate(trainer.model, trainer.engine, retriever, base, ["activemem"], tasks, turns,
-                             seed=cfg.seed, restore=restore):
+                             seed=cfg.seed, restore=restore, make_env=make_env):
             rows.append({**r, "variant": name})
     trainer._sync_policy()
     return ev.summarize(rows)

@@ -105,3 +105,20 @@ def test_missing_or_broken_data_names_the_field_and_the_place(files, tmp_path):
         build_section(section(qa_files=(torn,)), None)
     with pytest.raises(ValueError, match="6 questions in the QA files; a 8-objective task needs 8"):
         build_section(section(qa_files=(hotpot, nq), n_objectives=(8,)), None)
+
+
+@pytest.mark.parametrize("name", ["activemem_qwen2_5_1_5b", "activemem_smollm3_3b", "activemem_qwen3_8b"])
+def test_paper_configs_train_on_the_papers_data_and_name_a_missing_file(name):
+    import importlib
+
+    from activemem_jax.rl.tasks import build_tasks
+
+    module = importlib.import_module(f"configs.{name}")
+    t7, t9 = module.get_config(), module.get_config("table9")
+    assert (t7.data.name, tuple(t7.data.n_objectives), tuple(t7.eval.n_objectives)) == \
+        ("multi_objective_qa", (2,), (1, 2, 4, 8, 16))
+    assert t9.data.name == "single_qa" and module.get_config("synthetic").data.name == "synthetic"
+    with pytest.raises(FileNotFoundError, match=r"data.qa_files='/path/to/flashrag/nq/train.jsonl'"):
+        build_tasks(t7, None)
+    with pytest.raises(ValueError, match="use one of"):
+        module.get_config("table8")
