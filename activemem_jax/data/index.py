@@ -1,8 +1,9 @@
 """A BM25 index over a corpus too large for memory as Python objects (Search-R1's
 Wikipedia dump: about 21M passages), built by streaming, and served with Search-R1's API.
 
-    python -m activemem_jax.data.index build --corpus wiki-18.jsonl --out indexes/wiki18 [--chunk 100000]
-    python -m activemem_jax.data.index serve --index indexes/wiki18 --port 8001
+    python -m activemem_jax.data.index build --corpus wiki-18.jsonl --out indexes/wiki18 [--chunk 100000] \
+        [--dense /models/all-MiniLM-L6-v2]
+    python -m activemem_jax.data.index serve --index indexes/wiki18 --port 8001 [--mode dense]
     python -m activemem_jax.data.index info --index indexes/wiki18
 
 `build` reads the JSONL corpus once, in chunks: rows are {"docid", "title", "text"} or
@@ -64,10 +65,20 @@ def _tokenize(texts: Sequence[str], stem: bool) -> list[list[str]]:
 
 
 def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: float = 1.5, b: float = 0.75,
-          progress: bool = True) -> dict:
-    """Stream `corpus` into a BM25 index in `out`. Returns the build's statistics."""
+          progress: bool = True, dense: str = "", dense_batch: int = 64) -> dict:
+    """Stream `corpus` into a BM25 index in `out` (and, with `dense` = a local
+    sentence-transformers directory, a faiss inner-product index of the normalized
+    embeddings beside it, chunk by chunk). Returns the build's statistics."""
     import bm25s
     from rich.progress import BarColumn, Progress, TextColumn
+
+    encoder = faiss_index = None
+    if dense:
+        import faiss
+
+        from activemem_jax.data.retrieval import _load_encoder
+
+        encoder = _load_encoder(dense)
 
     os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
@@ -79,7 +90,13 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
     size = os.path.getsize(corpus) if os.path.exists(corpus) else 0
 
     def flush(batch: list[dict]):
-        nonlocal n
+        nonlocal n, faiss_index
+        if encoder is not None:
+            vecs = np.asarray(encoder.encode([f"{d['title']}. {d['text']}" for d in batch], batch_size=dense_batch,
+                                             normalize_embeddings=True, show_progress_bar=False), np.float32)
+            if faiss_index is None:
+                faiss_index = faiss.IndexFlatIP(vecs.shape[1])
+            faiss_index.add(vecs)
         for d_tokens in _tokenize([f"{d['title']} {d['text']}" for d in batch], stem):
             ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in (d_tokens or [""])), np.int64)
             uniq, counts = np.unique(ids, return_counts=True)
@@ -130,9 +147,12 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
     index.nonoccurrence_array = None  # Lucene BM25 scores absent tokens 0
     index.save(out, show_progress=False)
     np.save(os.path.join(out, "offsets.npy"), np.asarray(offsets, np.int64))
+    if faiss_index is not None:
+        faiss.write_index(faiss_index, os.path.join(out, "faiss.index"))
     stats = {"format": FORMAT, "kind": "bm25-stream", "k1": k1, "b": b, "stem": stem, "stopwords": "en",
              "bm25s": bm25s.__version__, "documents": n, "vocabulary": len(vocab), "postings": int(len(scores)),
              "untitled": untitled, "corpus": os.path.abspath(corpus), "corpus_bytes": size,
+             "dense": {"model_dir": os.path.abspath(dense), "dim": faiss_index.d} if faiss_index is not None else None,
              "build_s": round(time.perf_counter() - t0, 2)}
     with open(os.path.join(out, "index.json"), "w") as f:
         json.dump(stats, f, indent=1)
@@ -157,9 +177,12 @@ class DocStore:
 
 
 class IndexRetriever:
-    """search / batch_search over an index `build` wrote (the BM25Retriever interface)."""
+    """search / batch_search over an index `build` wrote (the BM25Retriever interface).
+    mode "bm25", or "dense" for an index built with `dense` (its encoder from the model
+    directory recorded at build time, or `model_dir`)."""
 
-    def __init__(self, directory: str, stem: Optional[bool] = None):
+    def __init__(self, directory: str, stem: Optional[bool] = None, mode: str = "bm25",
+                 model_dir: Optional[str] = None):
         import bm25s
 
         meta_path = os.path.join(directory, "index.json")
@@ -175,8 +198,19 @@ class IndexRetriever:
             raise ValueError(f"{directory}: the index was built with stem={self.meta['stem']}; queries tokenized "
                              f"with stem={stem} would not match its vocabulary. Load it with its own setting or "
                              "rebuild it")
-        self.stem = self.meta["stem"]
+        if mode not in ("bm25", "dense"):
+            raise ValueError(f"mode={mode!r}: bm25 or dense")
+        self.stem, self.mode = self.meta["stem"], mode
         self._index = bm25s.BM25.load(directory, show_progress=False, verbosity=0)
+        if mode == "dense":
+            if not self.meta.get("dense"):
+                raise ValueError(f"{directory}: built without a dense index; rebuild with --dense MODEL_DIR")
+            import faiss
+
+            from activemem_jax.data.retrieval import _load_encoder
+
+            self._encoder = _load_encoder(model_dir or self.meta["dense"]["model_dir"])
+            self._faiss = faiss.read_index(os.path.join(directory, "faiss.index"))
         self.documents = DocStore(directory)
         if len(self.documents) != self.meta["documents"]:
             raise ValueError(f"{directory}: docs.jsonl has {len(self.documents)} documents, the index "
@@ -189,6 +223,12 @@ class IndexRetriever:
         if not queries:
             return []
         k = min(k, len(self.documents))
+        if self.mode == "dense":
+            vecs = np.asarray(self._encoder.encode(list(queries), normalize_embeddings=True,
+                                                   show_progress_bar=False), np.float32)
+            scores, ids = self._faiss.search(vecs, k)
+            return [[{**self.documents[int(i)], "score": float(s)} for i, s in zip(ri, rs) if i >= 0]
+                    for ri, rs in zip(ids, scores)]
         tokens = _tokenize(queries, self.stem)
         ids, scores = self._index.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         return [[{**self.documents[int(i)], "score": float(s)} for i, s in zip(row_i, row_s)]
@@ -203,15 +243,17 @@ def main(argv=None):
     b.add_argument("--out", required=True)
     b.add_argument("--chunk", type=int, default=100_000, help="documents tokenized at a time")
     b.add_argument("--no-stem", action="store_true")
+    b.add_argument("--dense", default="", help="also a faiss index, with this local sentence-transformers directory")
     s = sub.add_parser("serve", help="serve an index with Search-R1's /retrieve API")
     s.add_argument("--index", required=True)
+    s.add_argument("--mode", default="bm25", choices=("bm25", "dense"))
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8001)
     i = sub.add_parser("info", help="what an index holds")
     i.add_argument("--index", required=True)
     args = ap.parse_args(argv)
     if args.command == "build":
-        print(json.dumps(build(args.corpus, args.out, args.chunk, stem=not args.no_stem), indent=1))
+        print(json.dumps(build(args.corpus, args.out, args.chunk, stem=not args.no_stem, dense=args.dense), indent=1))
     elif args.command == "info":
         print(json.dumps(IndexRetriever(args.index).meta, indent=1))
     else:
@@ -219,7 +261,7 @@ def main(argv=None):
 
         from activemem_jax.data.retrieval_server import make_app
 
-        retriever = IndexRetriever(args.index)
+        retriever = IndexRetriever(args.index, mode=args.mode)
         print(f"serving {len(retriever.documents):,} documents on http://{args.host}:{args.port}/retrieve", flush=True)
         uvicorn.run(make_app(retriever), host=args.host, port=args.port, log_level="warning")
 

@@ -79,3 +79,25 @@ def test_an_index_refuses_another_stemming_setting(built):
     with pytest.raises(ValueError, match="built with stem=True"):
         idx.IndexRetriever(out, stem=False)
     assert idx.IndexRetriever(out, stem=True).stem is True
+
+
+def test_dense_index_built_by_streaming_ranks_as_the_in_memory_dense_retriever(tmp_path):
+    from activemem_jax.data.retrieval import DenseRetriever
+    from tests.data.test_retrieval import DOCS, _minilm_dir
+
+    corpus = write(tmp_path / "c.jsonl", DOCS)
+    stats = idx.build(corpus, str(tmp_path / "ix"), chunk=2, progress=False, dense=_minilm_dir())
+    assert stats["dense"]["dim"] == 384
+    ours, ref = idx.IndexRetriever(str(tmp_path / "ix"), mode="dense"), DenseRetriever(DOCS, _minilm_dir())
+    for q in ("machines that automate storage facilities", "watching stars in the sky", "fruit trees"):
+        got, want = ours.search(q, 3), ref.search(q, 3)
+        assert [d["docid"] for d in got] == [d["docid"] for d in want]
+        np.testing.assert_allclose([d["score"] for d in got], [d["score"] for d in want], rtol=1e-4)
+    with pytest.raises(ValueError, match="built without a dense index"):
+        idx.IndexRetriever(_bm25_only(tmp_path), mode="dense")
+
+
+def _bm25_only(tmp_path):
+    corpus = write(tmp_path / "b.jsonl", [{"docid": "a", "text": "alpha"}])
+    idx.build(corpus, str(tmp_path / "bm"), progress=False)
+    return str(tmp_path / "bm")
