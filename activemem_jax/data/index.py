@@ -11,8 +11,8 @@ Search-R1's {"id", "contents": '"Title"\\ntext'}. Each chunk is tokenized exactl
 `BM25Retriever` tokenizes (bm25s, English stopwords, Snowball stemmer) and reduced to
 (document, token, count) postings in numpy arrays; the documents go to `docs.jsonl` in
 the index directory with a byte-offset table, so a search reads only the documents it
-returns. Memory holds the postings (about 10 bytes each, one per distinct token of a
-passage) and the vocabulary, never the corpus text. The scores are bm25s's own Lucene
+returns. Memory holds the postings (one per distinct token of a passage: 10 bytes each
+while streaming, about 22 at the final scoring) and the vocabulary, never the corpus text. The scores are bm25s's own Lucene
 BM25 (idf = ln(1 + (N - df + 0.5) / (df + 0.5)), tf / (tf + k1 (1 - b + b dl / avgdl))),
 saved in bm25s's format: `IndexRetriever` loads the index with bm25s and ranks exactly as
 an in-memory `BM25Retriever` over the same documents does (tested).
@@ -129,20 +129,32 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
         offsets.append(store.tell())
     if n == 0:
         raise ValueError(f"{corpus}: no documents")
-    doc_idx, tok_idx = np.concatenate(docs_p), np.concatenate(toks_p)
-    tf = np.concatenate(tfs_p).astype(np.float32)
-    del docs_p, toks_p, tfs_p
+    # the postings, scored in place (about 22 bytes per posting at the peak)
+    doc_idx = np.concatenate(docs_p)
+    del docs_p
+    tok_idx = np.concatenate(toks_p)
+    del toks_p
+    scores = np.concatenate(tfs_p).astype(np.float32)  # tf, then the score
+    del tfs_p
     dl = np.asarray(lengths, np.float32)
-    df = np.bincount(tok_idx, minlength=len(vocab)).astype(np.float64)
+    counts = np.bincount(tok_idx, minlength=len(vocab))
+    df = counts.astype(np.float64)
     idf = np.log(1 + (n - df + 0.5) / (df + 0.5)).astype(np.float32)
-    tfc = tf / (k1 * ((1 - b) + b * dl[doc_idx] / dl.mean()) + tf)
-    scores = (idf[tok_idx] * tfc).astype(np.float32)
-    order = np.lexsort((doc_idx, tok_idx))  # CSC: by token (column), then document
+    norm = dl[doc_idx]
+    norm *= k1 * b / dl.mean()
+    norm += k1 * (1 - b)
+    norm += scores
+    scores /= norm  # tf / (tf + k1 (1 - b + b dl / avgdl))
+    del norm
+    scores *= idf[tok_idx]
+    # CSC: by token (column), then document; the postings are already in document order
+    order = np.argsort(tok_idx, kind="stable")
+    del tok_idx
     indptr = np.zeros(len(vocab) + 1, np.int64)
-    np.cumsum(np.bincount(tok_idx, minlength=len(vocab)), out=indptr[1:])
+    np.cumsum(counts, out=indptr[1:])
     index = bm25s.BM25(k1=k1, b=b, method="lucene")
-    index.scores = {"data": scores[order], "indices": doc_idx[order].astype(np.int32),
-                    "indptr": indptr, "num_docs": n}
+    index.scores = {"data": scores[order], "indices": doc_idx[order], "indptr": indptr, "num_docs": n}
+    del order, doc_idx
     index.vocab_dict = vocab
     index.nonoccurrence_array = None  # Lucene BM25 scores absent tokens 0
     index.save(out, show_progress=False)
@@ -150,7 +162,7 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
     if faiss_index is not None:
         faiss.write_index(faiss_index, os.path.join(out, "faiss.index"))
     stats = {"format": FORMAT, "kind": "bm25-stream", "k1": k1, "b": b, "stem": stem, "stopwords": "en",
-             "bm25s": bm25s.__version__, "documents": n, "vocabulary": len(vocab), "postings": int(len(scores)),
+             "bm25s": bm25s.__version__, "documents": n, "vocabulary": len(vocab), "postings": int(indptr[-1]),
              "untitled": untitled, "corpus": os.path.abspath(corpus), "corpus_bytes": size,
              "dense": {"model_dir": os.path.abspath(dense), "dim": faiss_index.d} if faiss_index is not None else None,
              "build_s": round(time.perf_counter() - t0, 2)}
