@@ -210,6 +210,11 @@ class IndexRetriever:
             raise ValueError(f"{directory}: the index was built with stem={self.meta['stem']}; queries tokenized "
                              f"with stem={stem} would not match its vocabulary. Load it with its own setting or "
                              "rebuild it")
+        built, here = self.meta.get("bm25s", "?").split(".")[:2], bm25s.__version__.split(".")[:2]
+        if built != here:
+            raise ValueError(f"{directory}: built with bm25s {self.meta.get('bm25s')}, loaded with {bm25s.__version__}; "
+                             "its tokenizer may split words differently. Rebuild the index, or install the "
+                             "version it was built with")
         if mode not in ("bm25", "dense"):
             raise ValueError(f"mode={mode!r}: bm25 or dense")
         self.stem, self.mode = self.meta["stem"], mode

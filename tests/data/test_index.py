@@ -74,11 +74,19 @@ def test_data_problems_name_the_file_and_line(tmp_path):
         idx.IndexRetriever(str(tmp_path))
 
 
-def test_an_index_refuses_another_stemming_setting(built):
+def test_an_index_refuses_another_stemming_setting_or_tokenizer(built, tmp_path):
+    import shutil
+
     _, out = built
     with pytest.raises(ValueError, match="built with stem=True"):
         idx.IndexRetriever(out, stem=False)
     assert idx.IndexRetriever(out, stem=True).stem is True
+    other = str(tmp_path / "other")
+    shutil.copytree(out, other)
+    meta = json.load(open(f"{other}/index.json"))
+    json.dump({**meta, "bm25s": "0.1.0"}, open(f"{other}/index.json", "w"))
+    with pytest.raises(ValueError, match="built with bm25s 0.1.0"):
+        idx.IndexRetriever(other)
 
 
 def test_dense_index_built_by_streaming_ranks_as_the_in_memory_dense_retriever(tmp_path):
