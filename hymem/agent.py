@@ -31,12 +31,11 @@ from typing import Optional
 
 from hymem import prompts
 from hymem.distill import Distiller
-from hymem.events import (Answer, ContextGuard, ContextTruncated, Fold, ForcedAnswer, InvalidAction, PlannerTurn,
-                          ToolCall)
+from hymem.events import Answer, ContextGuard, ContextTruncated, Fold, ForcedAnswer, InvalidAction, PlannerTurn
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
 from hymem.protocol import Result, RunState, register, sampling, section
-from hymem.tools import Toolbox, clip_arguments
+from hymem.tools import Toolbox
 
 
 @dataclasses.dataclass
@@ -150,11 +149,9 @@ class HyMemAgent:
                 run.emit(InvalidAction("executor", action.reason[:200]))
                 messages.append({"role": "user", "content": prompts.EXECUTOR_CORRECTION.format(why=action.reason)})
                 continue
-            ok, raw = self.tools.call(action.name, action.arguments)
+            ok, raw, args = run.tool(self.tools, action)
             run.tool_calls += 1
-            args = clip_arguments(action.arguments)
             run.tool_log.append({"tool": action.name[:100], "arguments": args, "ok": ok})
-            run.emit(ToolCall(action.name[:100], args, ok, len(raw)))
             seen = (self._distill(raw, directive, run.usage, run.trace) if ok
                     else f"TOOL FAILED: {raw.splitlines()[0][:300] if raw else 'error'}")
             messages.append({"role": "user", "content": f"<observation>{seen or 'No usable content.'}</observation>"})

@@ -26,10 +26,10 @@ import dataclasses
 from typing import Optional
 
 from hymem.baselines import REACT_SYSTEM
-from hymem.events import Answer, InvalidAction, MemoryFailure, MemoryWrite, PlannerTurn, ToolCall
+from hymem.events import Answer, InvalidAction, MemoryFailure, MemoryWrite, PlannerTurn
 from hymem.parsing import as_text, extract_json, parse_answer, parse_executor
 from hymem.protocol import Result, RunState, register, sampling, section
-from hymem.tools import Toolbox, clip_arguments
+from hymem.tools import Toolbox
 
 NOTE_PROMPT = """Generate a structured analysis of this memory content. Identify the most important keywords (nouns, names, numbers, key concepts; at least three), one sentence of context (the topic, the key points and what it is evidence for), and broad tags that classify it (at least three). Output only this JSON:
 {{"keywords": ["..."], "context": "...", "tags": ["..."]}}
@@ -193,9 +193,7 @@ class AMemAgent:
                 break
             action = parse_executor(text)
             if action.kind == "tool":
-                ok, raw = self.tools.call(action.name, action.arguments)
-                args = clip_arguments(action.arguments)
-                run.emit(ToolCall(action.name[:100], args, ok, len(raw)))
+                _, raw, args = run.tool(self.tools, action)
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
                 self._write(run, store, f"{action.name}({args}) -> {raw[:cfg.note_chars]}", turn)
             else:

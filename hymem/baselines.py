@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hymem.events import Answer, Fold, InvalidAction, PlannerTurn, ToolCall
+from hymem.events import Answer, Fold, InvalidAction, PlannerTurn
 from hymem.parsing import parse_confidence, parse_executor
 from hymem.protocol import Result, RunState, register, sampling, section
-from hymem.tools import Toolbox, clip_arguments
+from hymem.tools import Toolbox
 
 REACT_SYSTEM = """You are a research agent that answers questions with tools.
 Available tools:
@@ -69,8 +69,7 @@ class FlatAgent:
                 break
             action = parse_executor(text)
             if action.kind == "tool":
-                ok, raw = self.tools.call(action.name, action.arguments)
-                run.emit(ToolCall(action.name[:100], clip_arguments(action.arguments), ok, len(raw)))
+                _, raw, _ = run.tool(self.tools, action)
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
             else:
                 run.emit(InvalidAction(cfg.mode, action.reason[:200]))

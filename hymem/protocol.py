@@ -19,8 +19,9 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-from hymem.events import Event
+from hymem.events import Event, ToolCall
 from hymem.llm import Completion, traced_complete
+from hymem.tools import clip_arguments
 
 BUILTIN = ("hymem.agent", "hymem.baselines", "hymem.base", "hymem.amem", "hymem.thread")
 
@@ -45,6 +46,14 @@ class RunState:
 
     def call(self, client, messages: list, space: str, sampling: dict) -> Completion:
         return traced_complete(client, messages, space, sampling, self.usage, self.trace)
+
+    def tool(self, tools, action) -> tuple[bool, str, dict]:
+        """Run a parsed tool action through the toolbox and record it: (ok, raw output,
+        the arguments as recorded)."""
+        ok, raw = tools.call(action.name, action.arguments)
+        args = clip_arguments(action.arguments)
+        self.emit(ToolCall(action.name[:100], args, ok, len(raw)))
+        return ok, raw, args
 
     def total_tokens(self) -> int:
         return sum(u["prompt_tokens"] + u["completion_tokens"] for u in self.usage.values())

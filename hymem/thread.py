@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hymem.events import Answer, InvalidAction, PlannerTurn, Spawn, ToolCall
+from hymem.events import Answer, InvalidAction, PlannerTurn, Spawn
 from hymem.parsing import parse_answer, parse_executor, tagged
 from hymem.protocol import Result, RunState, register, sampling, section
-from hymem.tools import Toolbox, clip_arguments
+from hymem.tools import Toolbox
 
 THREAD_SYSTEM = """You are a research agent that answers questions with tools, and you can delegate.
 Available tools:
@@ -90,8 +90,7 @@ class ThreadAgent:
                 continue
             action = parse_executor(text)
             if action.kind == "tool":
-                ok, raw = self.tools.call(action.name, action.arguments)
-                run.emit(ToolCall(action.name[:100], clip_arguments(action.arguments), ok, len(raw)))
+                _, raw, _ = run.tool(self.tools, action)
                 history.append({"role": "user", "content": f"<observation>{raw}</observation>"})
             else:
                 run.emit(InvalidAction(space, action.reason[:200]))

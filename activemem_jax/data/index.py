@@ -28,29 +28,13 @@ import argparse
 import json
 import os
 import time
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
-from activemem_jax.data.retrieval import normalize_doc
+from activemem_jax.data.retrieval import iter_corpus
 
 FORMAT = "activemem-bm25-stream/1"
-
-
-def _corpus_rows(path: str) -> Iterator[tuple[int, dict]]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: corpus not found")
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{line_no}: not JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{line_no}: a corpus row must be a JSON object")
-            yield line_no, normalize_doc(row, f"{path}:{line_no}")
 
 
 def _tokenize(texts: Sequence[str], stem: bool) -> list[list[str]]:
@@ -111,7 +95,7 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
                      disable=not progress, transient=True) as bar:
         task = bar.add_task("index", total=None)
         batch: list[dict] = []
-        for line_no, doc in _corpus_rows(corpus):
+        for line_no, doc in iter_corpus(corpus):
             if doc["docid"] in seen:
                 raise ValueError(f"{corpus}:{line_no}: docid {doc['docid']!r} was already used at line "
                                  f"{seen[doc['docid']]}; docids must be unique")

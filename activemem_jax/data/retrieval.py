@@ -19,20 +19,26 @@ Doc = dict
 def load_corpus(path: str) -> list[Doc]:
     """A JSONL corpus of {"docid", "title", "text"} (also accepts "id"/"contents" rows as
     in Search-R1's wiki-18, where contents is '"Title"\\ntext')."""
+    return [doc for _, doc in iter_corpus(path)]
+
+
+def iter_corpus(path: str):
+    """(line number, normalized document) of each row of a JSONL corpus, read lazily; a
+    line that is not a JSON object names the file and the line."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: corpus not found; write one with "
                                 "`python -m activemem_jax.data.synthetic_world --out DIR`")
-    docs = []
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except ValueError as e:
-                raise ValueError(f"{path}:{line_no}: not JSON ({e})") from e
-            docs.append(normalize_doc(row, f"{path}:{line_no}"))
-    return docs
+                raise ValueError(f"{path}:{line_no}: not JSON ({e})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{line_no}: a corpus row must be a JSON object")
+            yield line_no, normalize_doc(row, f"{path}:{line_no}")
 
 
 def normalize_doc(row: dict, where: str = "document") -> Doc:
