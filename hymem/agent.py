@@ -34,7 +34,7 @@ from hymem.distill import Distiller
 from hymem.events import Answer, ContextGuard, ContextTruncated, Fold, ForcedAnswer, InvalidAction, PlannerTurn
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
-from hymem.protocol import Result, RunState, register, sampling, section
+from hymem.protocol import Result, RunState, agent_fields, register
 from hymem.tools import Toolbox
 
 
@@ -308,9 +308,7 @@ def _chars(messages: list) -> int:
 @register("hymem", "hymem_no_iso", "hymem_no_memory")
 def _build(name, client, tools, config, aux):
     """HyMem and the ablations of Table 2; config section `hymem` (HyMemConfig fields)."""
-    fields = section(config, "hymem")
-    if sampling(config):
-        fields["sampling"] = sampling(config)
+    fields = agent_fields(config, "hymem")
     fields.update({"hymem_no_iso": {"isolated_reasoning": False},
                    "hymem_no_memory": {"memory_management": False}}.get(name, {}))
     return HyMemAgent(client, tools, HyMemConfig(**fields), aux=aux)

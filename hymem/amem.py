@@ -28,7 +28,7 @@ from typing import Optional
 from hymem.baselines import REACT_SYSTEM
 from hymem.events import Answer, InvalidAction, MemoryFailure, MemoryWrite, PlannerTurn
 from hymem.parsing import as_text, extract_json, parse_answer, parse_executor
-from hymem.protocol import Result, RunState, register, sampling, section
+from hymem.protocol import Result, RunState, agent_fields, register
 from hymem.tools import Toolbox
 
 NOTE_PROMPT = """Generate a structured analysis of this memory content. Identify the most important keywords (nouns, names, numbers, key concepts; at least three), one sentence of context (the topic, the key points and what it is evidence for), and broad tags that classify it (at least three). Output only this JSON:
@@ -208,7 +208,5 @@ class AMemAgent:
 @register("amem")
 def _build(name, client, tools, config, aux):
     """A-MEM; config section `amem` (AMemConfig fields)."""
-    fields = section(config, "amem")
-    if sampling(config):
-        fields["sampling"] = sampling(config)
+    fields = agent_fields(config, "amem")
     return AMemAgent(client, tools, AMemConfig(**fields))

@@ -9,7 +9,7 @@ from typing import Optional
 
 from hymem.events import Answer, PlannerTurn
 from hymem.parsing import parse_confidence
-from hymem.protocol import Result, RunState, register, sampling
+from hymem.protocol import Result, RunState, agent_fields, register
 
 BASE_SYSTEM = ("Answer the question from what you know. Think briefly inside <think>...</think>, then give "
                "the final answer as <answer>...</answer><confidence>0-1</confidence>.")
@@ -46,4 +46,4 @@ class BaseAgent:
 
 @register("base")
 def _build(name, client, tools, config, aux):
-    return BaseAgent(client, tools, BaseConfig(**({"sampling": sampling(config)} if sampling(config) else {})))
+    return BaseAgent(client, tools, BaseConfig(**agent_fields(config, "base")))

@@ -15,7 +15,7 @@ from typing import Optional
 
 from hymem.events import Answer, Fold, InvalidAction, PlannerTurn
 from hymem.parsing import parse_confidence, parse_executor
-from hymem.protocol import Result, RunState, register, sampling, section
+from hymem.protocol import Result, RunState, agent_fields, register
 from hymem.tools import Toolbox
 
 REACT_SYSTEM = """You are a research agent that answers questions with tools.
@@ -98,7 +98,5 @@ class FlatAgent:
 @register("react", "summary", "resum")
 def _build(name, client, tools, config, aux):
     """The flat-context baselines; config section `baselines` (BaselineConfig fields)."""
-    fields = section(config, "baselines")
-    if sampling(config):
-        fields["sampling"] = sampling(config)
+    fields = agent_fields(config, "baselines")
     return FlatAgent(client, tools, BaselineConfig(mode=name, **fields))

@@ -113,4 +113,12 @@ def sampling(config: Mapping) -> Optional[dict]:
     return value or None
 
 
-__all__ = ["Agent", "Result", "RunState", "build", "names", "register", "sampling", "section"]
+def agent_fields(config: Mapping, key: str) -> dict:
+    """An agent config's fields: config[key], with the evaluation's `sampling` when given."""
+    fields = section(config, key)
+    if sampling(config):
+        fields["sampling"] = sampling(config)
+    return fields
+
+
+__all__ = ["Agent", "Result", "RunState", "agent_fields", "build", "names", "register", "sampling", "section"]

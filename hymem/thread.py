@@ -24,7 +24,7 @@ from typing import Optional
 
 from hymem.events import Answer, InvalidAction, PlannerTurn, Spawn
 from hymem.parsing import parse_answer, parse_executor, tagged
-from hymem.protocol import Result, RunState, register, sampling, section
+from hymem.protocol import Result, RunState, agent_fields, register
 from hymem.tools import Toolbox
 
 THREAD_SYSTEM = """You are a research agent that answers questions with tools, and you can delegate.
@@ -108,7 +108,5 @@ class ThreadAgent:
 @register("thread")
 def _build(name, client, tools, config, aux):
     """THREAD; config section `thread` (ThreadConfig fields)."""
-    fields = section(config, "thread")
-    if sampling(config):
-        fields["sampling"] = sampling(config)
+    fields = agent_fields(config, "thread")
     return ThreadAgent(client, tools, ThreadConfig(**fields))
