@@ -9,8 +9,8 @@ Figure 4; accuracy vs tokens and vs tool calls as its Figure 3).
 
 Nothing finished is lost: each task's row is appended to results.jsonl (with its error
 counts) as soon as it finishes, and a re-run skips the (agent, task, trial) runs already
-there. `trials` (the paper's A.1: at least 3) runs every task that many times, trial k
-sampling with seed + k; the summary has each agent's Pass@1 mean over trials and their
+there. `trials` (the paper's A.1: at least 3) runs every task that many times, trial
+k >= 1 sampling with seed + k; the summary has each agent's Pass@1 mean over trials and their
 standard deviation. `benchmark.balance` picks BrowseComp-Plus tasks 1:1:1 by difficulty
 (A.1's 150 tasks; see `select_balanced`).
 A task that raises is recorded with its error and retried by the next run. A dead
@@ -180,8 +180,8 @@ ERROR_EVENTS = {"model_error": "model_errors", "invalid_action": "invalid_action
 
 
 def trial_config(cfg, trial: int):
-    """cfg for one trial: trial k samples with seed (sampling.seed or 0) + k, so that trials
-    at temperature > 0 differ and each one reproduces."""
+    """cfg for one trial: trial 0 is the run as configured; trial k >= 1 samples with seed
+    (sampling.seed or 0) + k, so that trials at temperature > 0 differ and each reproduces."""
     if trial == 0:
         return cfg
     out = cfg.copy_and_resolve_references() if hasattr(cfg, "copy_and_resolve_references") else dict(cfg)
