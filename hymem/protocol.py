@@ -4,8 +4,9 @@ name (so the evaluation harness, the benchmarks and the CLI share one list).
 An agent has `run(question) -> Result` and `persistent_space`, the name of the context
 space that lives through the whole task (HyMem's planner, ReAct's one context): its
 prompts are the context curve of the paper's Figure 4. Every model call goes through
-`RunState.call` (same client, same accounting), every tool call through the same
-`Toolbox`, and the trace is typed events (`hymem.events`).
+`RunState.call` (same client, same accounting), every tool call through
+`RunState.tool` (same toolbox, same record), and the trace is typed events
+(`hymem.events`).
 
 A baseline is one module: a class with those two members and a factory registered with
 `@register("name", ...)`, taking (name, client, tools, config, aux) where `config` is the
