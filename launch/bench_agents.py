@@ -45,7 +45,29 @@ class OracleClient:
 
         last = messages[-1]["content"]
         answer = "<answer>" + "; ".join(a[0] for a in self.task["answers"]) + "</answer><confidence>0.9</confidence>"
-        if tag in ("planner", "react", "summary", "resum"):
+        if tag == "thread":  # THREAD's root: one child thread per hop, then the answer
+            if self.done_hops >= len(self.hops):
+                text = "<think>every child returned</think>" + answer
+            else:
+                hop = self.hops[self.done_hops]
+                self.done_hops += 1
+                text = f"<think>delegate</think><spawn>Find the {hop['relation']} of {hop['entity']}</spawn>"
+        elif tag and tag.startswith("thread:"):  # a child: search, then answer with the fact
+            hop = self.hops[self.done_hops - 1]
+            if "<observation>" not in last:
+                text = (f'<think>search</think><tool_call>{{"name": "web_search", "arguments": '
+                        f'{{"keywords": "{hop["entity"]}"}}}}</tool_call>')
+            else:
+                text = f"<think>found</think><answer>{self._fact(hop)}</answer><confidence>0.9</confidence>"
+        elif tag == "amem:note":  # A-MEM's note construction for the observation just made
+            hop = self.hops[max(self.done_hops - 1, 0)]
+            text = json.dumps({"keywords": [hop["entity"], hop["relation"] or "entity"], "context": self._fact(hop),
+                               "tags": ["search", hop["relation"] or "entity", "evidence"]})
+        elif tag == "amem:evolve":  # link the new note to its nearest one
+            listed = last.split("Nearest notes:\n", 1)[-1]
+            first = re.match(r"(\d+):", listed)
+            text = json.dumps({"links": [int(first.group(1))] if first else [], "updates": []})
+        elif tag in ("planner", "react", "summary", "resum", "amem"):
             if self.done_hops >= len(self.hops):
                 text = "<think>all hops done</think>" + answer
             else:

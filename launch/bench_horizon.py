@@ -17,6 +17,7 @@ agent), means over the tasks:
   and l generated ones, (c + l / 2) * l, summed.
 
     python -m launch.bench_horizon [--objectives 1,2,4,8,16,32] [--tasks 2] [--slots 8 --rows 32768]
+    python -m launch.bench_horizon --agents amem,thread,react --objectives 1,4,16   # the other baselines
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class AccountingClient:
 
     def __init__(self, oracle, model, cache):
         self.oracle, self.model, self.cache = oracle, model, cache
-        self.persistent_space = None
+        self.persistent_space = "planner"  # set to the agent's own before it runs
         self.totals = dict.fromkeys(METRICS, 0)
 
     def complete(self, messages, tag=None, **sampling):
@@ -53,34 +54,36 @@ class AccountingClient:
         t["decoded_tokens"] += n
         t["dependency_length"] += (c + n / 2) * n
         t["model_calls"] += 1
-        if tag in ("planner", "react"):
+        if tag == self.persistent_space:
             t["planner_context"] = max(t["planner_context"], c)
         return Completion(reply.text, c, n, cached)
 
 
 def run(agent_name, task, world, tools, model, slots, rows) -> dict:
     from activemem_jax.engine.prefix_policy import PrefixCacheModel
-    from hymem import HyMemAgent, HyMemConfig
-    from hymem.baselines import BaselineConfig, FlatAgent
+    from hymem import build
     from launch.bench_agents import OracleClient
 
     hops = sum(len(h) for h in task["hops"])
     client = AccountingClient(OracleClient(task, world, model.tokenizer), model, PrefixCacheModel(slots, rows))
-    if agent_name == "hymem":
-        agent = HyMemAgent(client, tools, HyMemConfig(planner_turns=hops + 4, context_window=rows))
-    else:
-        agent = FlatAgent(client, tools, BaselineConfig(mode="react", max_turns=max(100, hops + 4),
-                                                        context_window=10 * rows))
+    turns = max(100, hops + 4)
+    agent = build(agent_name, client, tools, {
+        "hymem": {"planner_turns": hops + 4, "context_window": rows},
+        "baselines": {"max_turns": turns, "context_window": 10 * rows},
+        "amem": {"max_turns": turns}, "thread": {"root_turns": turns, "max_children": hops + 1}})
+    client.persistent_space = agent.persistent_space
     result = agent.run(task["question"])
     solved = result.answer == "; ".join(a[0] for a in task["answers"])
-    return {**client.totals, "hops": hops, "solved": solved,
-            "folds": sum(e["type"] == "fold" for e in result.trace)}
+    events = [e["type"] for e in result.trace]
+    return {**client.totals, "hops": hops, "solved": solved, "folds": events.count("fold"),
+            "notes": events.count("memory_write"), "spawns": events.count("spawn")}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--objectives", default="1,2,4,8,16,32")
     ap.add_argument("--tasks", type=int, default=2)
+    ap.add_argument("--agents", default="hymem,react", help="registered agents (hymem.names()); ratios: first / react")
     ap.add_argument("--slots", type=int, default=8, help="prefix cache: engine slots")
     ap.add_argument("--rows", type=int, default=32768, help="prefix cache: tokens per slot (the context)")
     ap.add_argument("--out", default="bench_results/horizon.json")
@@ -97,33 +100,38 @@ def main(argv=None):
     rows, t0 = [], time.perf_counter()
     print(f"prefix cache model: {args.slots} slots x {args.rows} tokens; means over {args.tasks} tasks")
     print(f"{'N':>3} {'agent':6} {'hops':>5} {'planner ctx':>11} {'prompt':>10} {'uncached':>10} "
-          f"{'decoded':>8} {'dependency':>14} {'calls':>6} {'solved':>6}")
+          f"{'decoded':>8} {'dependency':>14} {'calls':>6} {'solved':>6} {'folds/notes/spawns':>18}")
     for n in (int(x) for x in args.objectives.split(",")):
         tasks = synthetic_world.make_tasks(world, "dev", n, args.tasks, seed=1, kinds=("chain",))
-        for name in ("hymem", "react"):
+        for name in args.agents.split(","):
             per = [run(name, task, world, tools, model, args.slots, args.rows) for task in tasks]
             row = {"n_objectives": n, "agent": name, "hops": statistics.mean(p["hops"] for p in per),
                    **{k: statistics.mean(p[k] for p in per) for k in METRICS},
                    "solved": sum(p["solved"] for p in per) / len(per),
-                   "folds": statistics.mean(p["folds"] for p in per)}
+                   **{k: statistics.mean(p[k] for p in per) for k in ("folds", "notes", "spawns")}}
             rows.append(row)
             print(f"{n:>3} {name:6} {row['hops']:>5.0f} {row['planner_context']:>11.0f} {row['prompt_tokens']:>10.0f} "
                   f"{row['uncached_prompt_tokens']:>10.0f} {row['decoded_tokens']:>8.0f} "
-                  f"{row['dependency_length']:>14.3g} {row['model_calls']:>6.0f} {row['solved']:>6.2f}")
+                  f"{row['dependency_length']:>14.3g} {row['model_calls']:>6.0f} {row['solved']:>6.2f} "
+                  f"{row['folds']:>6.1f}/{row['notes']:.1f}/{row['spawns']:.1f}")
+    first = args.agents.split(",")[0]
+    if first == "react" or "react" not in args.agents.split(","):
+        write_json(args.out, {"rows": rows, "slots": args.slots, "cache_rows": args.rows})
+        return
     ratios = {}
     for n in sorted({r["n_objectives"] for r in rows}):
-        h, r = (next(x for x in rows if x["n_objectives"] == n and x["agent"] == a) for a in ("hymem", "react"))
+        h, r = (next(x for x in rows if x["n_objectives"] == n and x["agent"] == a) for a in (first, "react"))
         ratios[n] = {k: h[k] / r[k] for k in METRICS if r[k]}
-    print("HyMem / ReAct: " + "; ".join(
+    print(f"{first} / ReAct: " + "; ".join(
         f"N={n}: dependency {v['dependency_length']:.2f}, uncached prompt {v['uncached_prompt_tokens']:.2f}, "
         f"planner ctx {v['planner_context']:.2f}" for n, v in ratios.items()))
     dep = {n: v["dependency_length"] for n, v in ratios.items()}
     ns = sorted(dep)
     falling = all(dep[a] >= dep[b] for a, b in zip(ns, ns[1:]) if a >= 4)
-    if 16 in dep:
+    if first == "hymem" and 16 in dep:
         print(f"target: dependency length ratio at N=16 <= 1/3: {dep[16]:.3f} "
               f"({'met' if dep[16] <= 1 / 3 else 'NOT met'}); falling with N from N=4: {'yes' if falling else 'no'}")
-    write_json(args.out, {"rows": rows, "hymem_over_react": ratios, "slots": args.slots, "cache_rows": args.rows,
+    write_json(args.out, {"rows": rows, f"{first}_over_react": ratios, "slots": args.slots, "cache_rows": args.rows,
                           "wall_s": time.perf_counter() - t0})
 
 
