@@ -23,6 +23,7 @@ class WordModel:
 def test_dependency_length_cache_and_context_are_counted_per_call():
     oracle = ScriptedClient({"react": ["a b c d", "e f"]})
     client = AccountingClient(oracle, WordModel(), PrefixCacheModel(slots=2, rows=1000))
+    client.persistent_space = "react"  # bench_horizon sets it from the agent it runs
     first = [{"role": "user", "content": " ".join(f"w{i}" for i in range(40))}]
     out = client.complete(first, tag="react")
     assert (out.prompt_tokens, out.completion_tokens, out.cached_tokens) == (40, 4, 0)
