@@ -39,6 +39,7 @@ def base_config() -> ml_collections.ConfigDict:
         name="synthetic",          # activemem_jax/rl/tasks.py: synthetic | recall | first_token | multi_objective_qa
         seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,  # | single_qa | gsm8k | math
         n_facts=4, n_questions=0,  # recall: facts and questions per episode (0: one per fact)
+        codes=(),                  # recall: the closed answer set (empty: envs.recall.CODES, 8 colours)
         retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5,  # first_token: see rl.trainer
         qa_files=(),               # multi_objective_qa / single_qa: FlashRAG JSONL files
         index="", corpus="", retrieval_url="",  # their search: an index dir | a JSONL corpus | a server | closed-book
@@ -47,6 +48,7 @@ def base_config() -> ml_collections.ConfigDict:
         algo="grpo",               # grpo | sft
         sft_steps=0,               # grpo: the first steps are SFT on expert turns (a warm start)
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
+        seeds=(),                  # launch.train trains one controller per seed (init + data), () = (seed,)
         mini_batch_rows=64, ppo_epochs=1,
         micro_batch_rows=8,        # gradient accumulation: rows per forward/backward (0: all)
         clip_eps=0.2, clip_eps_high=0.0,               # 0: symmetric clipping

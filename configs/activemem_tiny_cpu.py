@@ -20,7 +20,7 @@ def get_config():
                                stop=("\n", "."), system_prompt="")
     # 4 facts, 6 questions (two facts asked twice: the second ask reads a node the first updated)
     c.data.update(name="recall", n_facts=4, n_questions=6, n_tasks=256, max_turns=10)
-    c.train.update(steps=38, sft_steps=36, group_size=4, prompts_per_step=2, mini_batch_rows=32,
+    c.train.update(steps=38, sft_steps=36, group_size=4, prompts_per_step=2, mini_batch_rows=32, seeds=(0, 1),
                    micro_batch_rows=0)
     c.optim.update(lr_controller=1e-3, warmup_steps=5)
     c.checkpoint.update(every=10, keep=2)

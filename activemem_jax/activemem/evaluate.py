@@ -78,7 +78,7 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
         for tasks in batches:
             tasks = [{**t, "max_turns": max_turns(len(t["answers"]))} for t in tasks]
             env = make_env(max(t["max_turns"] for t in tasks))
-            result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature)
+            result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature, commit=False)
             by_n: dict = {}
             for t in result.trajectories:
                 by_n.setdefault(len(t.task["answers"]), []).append(
@@ -150,39 +150,68 @@ RECALL_VARIANTS = {
 
 
 def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
-                    temperature: float = 0.01, batch: int = 16) -> dict:
+                    temperature: float = 0.01, batch: int = 16, codes: Optional[Sequence[str]] = None) -> dict:
     """Held-out recall accuracy (greedy tree actions, near-greedy decoding) with the tree
-    telemetry of the evaluation rollouts and the chance rate."""
+    telemetry of the evaluation rollouts, the share of answers outside the code set
+    (`format_failure`) and the rules that need no training on the same tasks
+    (`baselines`, envs.recall.recall_baselines).
+
+    Read-only: nothing is committed to the policy's tree or query space (the telemetry is
+    `policy.preview`'s, on a copy), and a query space calibrated for the evaluation is
+    put back as it was, so the policy's state is the same before and after."""
     from activemem_jax.activemem.commit import telemetry
-    from activemem_jax.envs.recall import RecallEnv
+    from activemem_jax.envs.recall import CODES, RecallEnv
 
-    env = RecallEnv(split)
+    env = RecallEnv(split, codes=codes or CODES)
+    baselines = env.baselines(tasks)
+    state = policy.memory_state
     trajs, counts, sizes, depth = [], {}, [], 0
-    for i in range(0, len(tasks), batch):
-        part = list(tasks[i:i + batch])
-        result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
-                                uids=range(i, i + len(part)))
-        trajs += result.trajectories
-        stats = result.stats or {}
-        for k in ("inserts", "updates", "pruned", "merged"):
-            counts[k] = counts.get(k, 0) + stats.get(k, 0)
-        sizes.append(stats.get("tree_size", 0.0))  # per episode tree (episode scope) or the tree
-        depth = max(depth, stats.get("tree_depth", 0))
-    stats = {**telemetry(trajs, counts, policy.tree), "tree_size": sizes[-1] if policy.config.tree_scope ==
-             "persistent" else sum(sizes) / max(len(sizes), 1), "tree_depth": depth}
+    try:
+        for i in range(0, len(tasks), batch):
+            part = list(tasks[i:i + batch])
+            result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
+                                    uids=range(i, i + len(part)), commit=False)
+            trajs += result.trajectories
+            stats = policy.preview(result)
+            for k in ("inserts", "updates", "pruned", "merged"):
+                counts[k] = counts.get(k, 0) + stats.get(k, 0)
+            sizes.append(stats.get("tree_size", 0.0))  # the mean episode tree (episode scope) or the tree
+            depth = max(depth, stats.get("tree_depth", 0))
+    finally:
+        policy.memory_state = state
+    stats = {**telemetry(trajs, counts, policy.tree), "tree_size": sum(sizes) / max(len(sizes), 1),
+             "tree_depth": depth}
     rewards = [t.reward for t in trajs]
-    return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs), **stats}
+    in_set = [x for t in trajs for x in t.info.get("per_question_in_set", ())]
+    return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs),
+            "format_failure": 1.0 - sum(in_set) / len(in_set) if in_set else 1.0, "baselines": baselines,
+            **stats}
 
 
-def format_recall_table(rows: dict) -> str:
-    """rows: {name: evaluate_recall(...)} -> a markdown table."""
-    lines = ["| variant | accuracy | chance | turns with a path | mean path length | inserts | updates | "
-             "nodes per tree |", "|---|---|---|---|---|---|---|---|"]
+def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
+    """rows: {name: evaluate_recall(...)} -> a markdown table; then the rules that need no
+    training on the same tasks (`baselines`, else the first row's)."""
+    lines = ["| variant | accuracy | answers not a code | turns with a path | mean path length | inserts | "
+             "updates | nodes per tree |", "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
-        lines.append(f"| {name} | {r['accuracy']:.3f} | {r['chance']:.3f} | {r['path_share']:.2f} | "
-                     f"{r['path_len']:.2f} | {r.get('inserts', 0)} | {r.get('updates', 0)} | {r['tree_size']:.1f} |")
+        lines.append(f"| {name} | {r['accuracy']:.3f} | {r.get('format_failure', 0.0):.2f} | "
+                     f"{r['path_share']:.2f} | {r['path_len']:.2f} | {r.get('inserts', 0)} | "
+                     f"{r.get('updates', 0)} | {r['tree_size']:.1f} |")
+    baselines = baselines or next((r["baselines"] for r in rows.values() if "baselines" in r), None)
+    if baselines:
+        lines.append(format_recall_baselines(baselines))
     return "\n".join(lines)
 
 
-__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "format_recall_table",
+def format_recall_baselines(b: dict) -> str:
+    """One line: the no-training rules and the perfect k-fact memories on the same tasks."""
+    ks = sorted(int(k.split("_")[1]) for k in b if k.startswith("memory_"))
+    memory = ", ".join(f"{k}: {b[f'memory_{k}']:.3f}" for k in ks)
+    return (f"baselines on the same tasks (no training): chance in the code set {b['chance']:.3f}, best constant "
+            f"code ({b['best_constant_code']}) {b['best_constant']:.3f}, last fact shown {b['last_fact']:.3f}; "
+            f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
+
+
+__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "format_recall_baselines",
+           "format_recall_table",
            "format_table", "plot_peak_tokens", "summarize", "task_tokens", "trajectory_row", "variant_config"]

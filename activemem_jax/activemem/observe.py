@@ -9,7 +9,7 @@ h_t, paper f_enc), `pooled` the mean of the final-norm states over its tokens (w
 tree is searched with, after `memory.query_space.project`). Reading h_t at the chat
 template's trailing assistant header instead gives cos >= 0.945 between unrelated tasks.
 
-Shapes are bucketed (rows powers of two, lengths powers of two from 32), so a run
+Shapes are bucketed (rows powers of two, lengths powers of two from 16), so a run
 compiles a handful of shapes. Observations longer than `max_tokens` keep their last tokens.
 """
 
@@ -46,7 +46,7 @@ def _rows_bucket(n: int) -> int:
 
 
 def _len_bucket(n: int) -> int:
-    b = 32
+    b = 16  # a one-sentence observation is ~13 tokens: a 32-token floor doubled the read
     while b < n:
         b *= 2
     return b

@@ -307,6 +307,23 @@ class ActiveMem:
             (len(s.prompt_ids) - pre, len(s.response_ids)) for s in t.steps)
 
     # ---------------------------------------------------------------- commit
+    def preview(self, result: RolloutResult) -> dict:
+        """The tree telemetry `commit` would report for `result` (inserts, updates, prunes,
+        merges, tree size and depth), computed on a copy: the policy's tree and query space
+        are left as they are. What evaluations use, so that measuring a policy never
+        changes it."""
+        c = self.config
+        if not c.use_tree or result.overlay_paths.shape[1] == 0:
+            return telemetry(result.trajectories, {}, self.tree)
+        returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
+        turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
+        if c.tree_scope == "persistent":
+            tree, _, counts = self._finish(c, self.tree, result.logs, result.overlay_paths, turns, returns)
+        else:
+            tree, _, counts = self._finish_episodes(c, self.empty_tree(), result.logs, result.overlay_paths,
+                                                    turns, returns)
+        return telemetry(result.trajectories, jax.device_get(counts), tree)
+
     def commit(self, result: RolloutResult, gather: Optional[Callable] = None,
                gather_rows: Optional[Callable] = None) -> RolloutResult:
         """Commit the logs to the persistent tree, credit the activated paths with the

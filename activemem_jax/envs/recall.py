@@ -11,10 +11,17 @@ once and some twice), one per turn: "What is the code for <name>? Answer with on
 A question turn scores 1 when the response's first word is the code. The episode reward
 is the fraction answered right. Fact turns are not scored (info
 "scored" False: the trainer puts no token loss on their responses). Codes are drawn uniformly from a closed
-set of 8 words, so a policy that cannot see the facts scores the chance rate 1/8 (by
-always naming one code, or guessing). Run it with the `observation` prompt layout: the
-model sees only the newest observation, never its own earlier turns, so nothing but the
-latent memory crosses turns.
+set of 8 words. Run it with the `observation` prompt layout: the model sees only the
+newest observation, never its own earlier turns, so nothing but the latent memory
+crosses turns.
+
+What a score means is read against `recall_baselines(tasks)`, computed on the same tasks:
+the chance rate of a policy that answers in the code set (1/8 only for such a policy: one
+that never names a code scores 0, which `format_failure`, the share of answers outside
+the set, tells apart), the best constant code (chosen on these very tasks, so it bounds
+every constant answer), the last-fact rule (answer with the code of the newest fact
+shown), a perfect memory of the last k facts for k = 1..N (right when the asked fact is
+among them, chance otherwise) and the ceiling 1.0.
 
 Names come from a deterministic pool split into disjoint train and test halves (no test
 name is ever seen in training). Everything is a pure function of (split, seed).
@@ -57,7 +64,11 @@ def make_recall_tasks(split: str, n_tasks: int, n_facts: int, seed: int = 0,
     if n_questions < n_facts:
         raise ValueError(f"data.n_questions={n_questions}: need >= data.n_facts={n_facts} (each fact is asked)")
     if len(codes) < 2:
-        raise ValueError(f"recall codes {list(codes)}: need at least 2")
+        raise ValueError(f"data.codes={list(codes)}: need at least 2 distinct codes (with one, every answer is "
+                         "right by construction and no baseline can be told from memory)")
+    if len(set(codes)) != len(codes) or any(first_word(c) != c for c in codes):
+        raise ValueError(f"data.codes={list(codes)}: codes must be distinct lowercase words (the env scores "
+                         "an answer by its first word)")
     pool = name_pool(split)
     if n_facts > len(pool):
         raise ValueError(f"data.n_facts={n_facts}: the {split} split has {len(pool)} names")
@@ -73,6 +84,40 @@ def make_recall_tasks(split: str, n_tasks: int, n_facts: int, seed: int = 0,
     return tasks
 
 
+def recall_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dict:
+    """Accuracies of the rules that need no training, on `tasks` (see the module doc):
+    {"chance", "best_constant", "last_fact", "memory_1".."memory_N", "ceiling"}; each is
+    the mean over episodes of the share of questions answered right, as the env scores."""
+    codes = tuple(codes)
+    if len(codes) < 2:
+        raise ValueError(f"data.codes={list(codes)}: recall baselines need at least 2 codes (with one, every "
+                         "answer is right by construction)")
+    if not tasks:
+        raise ValueError("recall baselines need at least one task (eval.n_tasks >= 1)")
+    n = max(len(t.get("names", ())) for t in tasks)
+    if n < 1 or any(not t.get("order") for t in tasks):
+        raise ValueError("data.n_facts=0: recall baselines need at least one fact and one question per task")
+    chance = 1.0 / len(codes)
+    asked = [[t["answers"][j] for j in t["order"]] for t in tasks]
+    counts = {c: sum(a.count(c) / len(a) for a in asked) for c in codes}
+    best = max(codes, key=lambda c: (counts[c], -codes.index(c)))
+
+    def mean(per_task):
+        return float(np.mean([np.mean(x) for x in per_task]))
+
+    out = {"chance": chance, "best_constant": mean([[float(g == best) for g in a] for a in asked]),
+           "best_constant_code": best,
+           "last_fact": mean([[float(g == t["answers"][-1]) for g in a] for t, a in zip(tasks, asked)])}
+    for k in range(1, n + 1):  # remembers facts len - k .. len - 1; guesses (chance) otherwise
+        out[f"memory_{k}"] = mean([[1.0 if j >= len(t["names"]) - k else chance for j in t["order"]]
+                                   for t in tasks])
+    out["ceiling"] = 1.0
+    return out
+
+
+NO_TRAINING = ("chance", "best_constant", "last_fact")  # the rules a learned policy must beat
+
+
 def first_word(text: str) -> str:
     m = re.search(r"[A-Za-z]+", text or "")
     return m.group(0).lower() if m else ""
@@ -85,11 +130,16 @@ class RecallEnv:
         self.tasks: list[dict] = []
         self.turn: list[int] = []
         self.correct: list[list[bool]] = []
+        self.in_set: list[list[bool]] = []
         self.done: list[bool] = []
 
     @property
     def chance(self) -> float:
+        """The chance rate of a policy that answers in the code set."""
         return 1.0 / len(self.codes)
+
+    def baselines(self, tasks: Sequence[dict]) -> dict:
+        return recall_baselines(tasks, self.codes)
 
     def reset(self, tasks: Sequence[dict]) -> list[str]:
         for t in tasks:
@@ -106,6 +156,7 @@ class RecallEnv:
         self.tasks = list(tasks)
         self.turn = [0] * len(tasks)
         self.correct = [[] for _ in tasks]
+        self.in_set = [[] for _ in tasks]
         self.done = [False] * len(tasks)
         return [self.observation(i) for i in range(len(tasks))]
 
@@ -133,8 +184,10 @@ class RecallEnv:
                 k = self.turn[i]
                 scored = k >= n
                 if k >= n:
-                    right = first_word(text) == t["answers"][t["order"][k - n]]
+                    word = first_word(text)
+                    right = word == t["answers"][t["order"][k - n]]
                     self.correct[i].append(right)
+                    self.in_set[i].append(word in self.codes)
                     reward = float(right)
                 self.turn[i] = k + 1
                 self.done[i] = self.turn[i] >= n + len(t["order"])
@@ -143,6 +196,7 @@ class RecallEnv:
             rewards.append(reward)
             dones.append(self.done[i])
             infos.append({"reward": score, "done": self.done[i], "per_question_em": list(map(float, self.correct[i])),
+                          "per_question_in_set": list(map(float, self.in_set[i])),
                           "answer": text, "scored": scored})
         return obs, rewards, dones, infos
 
@@ -156,4 +210,5 @@ class RecallEnv:
                 + [QUESTION.format(name=t["names"][0]) for t in tasks])
 
 
-__all__ = ["CODES", "FACT", "QUESTION", "RecallEnv", "first_word", "make_recall_tasks", "name_pool"]
+__all__ = ["CODES", "FACT", "NO_TRAINING", "QUESTION", "RecallEnv", "first_word", "make_recall_tasks", "name_pool",
+           "recall_baselines"]

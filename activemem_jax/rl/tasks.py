@@ -177,8 +177,16 @@ def _recall(d, model):
     if d.max_turns < d.n_facts + n_q:
         raise ValueError(f"data.n_facts={d.n_facts} and data.n_questions={n_q} need data.max_turns >= "
                          f"{d.n_facts + n_q} (a turn per fact and per question); it is {d.max_turns}")
-    tasks = make_recall_tasks(d.split, d.n_tasks, d.n_facts, seed=d.seed, n_questions=n_q)
-    return tasks, (lambda: RecallEnv(d.split, max_turns=d.max_turns)), None
+    codes = recall_codes(d)
+    tasks = make_recall_tasks(d.split, d.n_tasks, d.n_facts, seed=d.seed, n_questions=n_q, codes=codes)
+    return tasks, (lambda: RecallEnv(d.split, codes=codes, max_turns=d.max_turns)), None
+
+
+def recall_codes(d) -> tuple:
+    """The recall task's closed answer set: data.codes, or envs.recall.CODES when empty."""
+    from activemem_jax.envs.recall import CODES
+
+    return tuple(d.get("codes", ()) or CODES)
 
 
 @register("first_token")
@@ -196,4 +204,4 @@ def _first_token(d, model):
     return tasks, (lambda: FirstTokenEnv(model.tokenizer, predicate)), None
 
 
-__all__ = ["BUILDERS", "build_section", "build_tasks", "compose", "register"]
+__all__ = ["BUILDERS", "build_section", "build_tasks", "compose", "recall_codes", "register"]

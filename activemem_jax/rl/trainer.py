@@ -229,10 +229,13 @@ class Trainer:
         state = self.model.state
         chunks = self._chunks(batch)
         if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
+            token_chunks = sum(not tree_only for _, tree_only in chunks)
             for c, tree_only in chunks:
                 if tree_only:
                     continue
-                if t.ppo_epochs > 1 or len(chunks) > 1:  # else the loss detaches the current ones
+                # one update per token chunk: the loss detaches the current log-probs (no pass);
+                # tree-only chunks do not change what the token chunk sees
+                if t.ppo_epochs > 1 or token_chunks > 1:
                     c["old_logp"] = self.update.logprobs(self.params, state, c)
                 if t.beta:
                     c["ref_logp"] = self.update.logprobs(self.ref_params, state, c)

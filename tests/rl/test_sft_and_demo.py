@@ -59,12 +59,18 @@ def test_readme_training_demo_in_ci_size(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     cmd = [sys.executable, "-m", "launch.train", "--config", "configs/activemem_tiny_cpu.py",
            f"--config.out_dir={out}", "--config.train.steps=4", "--config.train.sft_steps=3",
-           "--config.eval.n_tasks=2", "--config.checkpoint.every=2"]
+           "--config.eval.n_tasks=2", "--config.checkpoint.every=2", "--config.train.seeds=(0,)"]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| after (eval seed 0) |" in proc.stdout and "held-out recall accuracy" in proc.stdout
+    assert "| after (seed 0) |" in proc.stdout and "held-out recall accuracy" in proc.stdout
+    assert "one seed: no spread" in proc.stdout and "LEARNED" not in proc.stdout  # no claim without a spread
+    assert "baselines on the same tasks" in proc.stdout
+    step_lines = [line for line in proc.stderr.splitlines() if "] step 2/4" in line]
+    assert step_lines and step_lines[0].startswith("I"), step_lines  # absl INFO, not a warning
+    assert "time_rollout" in step_lines[0] and "time_update" in step_lines[0]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 4 and {"before", "after", "spread", "learned"} <= set(summary["eval"])
+    assert summary["steps"] == 4 and {"before", "after", "spread", "learned", "baselines"} <= set(summary["eval"])
+    assert summary["eval"]["spread"] is None and summary["eval"]["learned"] is None
     assert (out / "checkpoints" / "4").is_dir()
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["algo"] for m in steps] == ["sft", "sft", "sft", "grpo"]
@@ -72,5 +78,5 @@ def test_readme_training_demo_in_ci_size(tmp_path):
         assert m["tree_path_share"] >= 0.3 and m["tree_inserts"] > 0 and m["tree_size"] > 1, m
         assert min(m[f"grad_{h}"] for h in ("shared", "latent", "tree", "insert", "gate", "update")) > 0, m
     assert steps[2]["token_loss"] < steps[0]["token_loss"], [m["token_loss"] for m in steps]
-    after = summary["eval"]["rows"]["after (eval seed 0)"]
+    after = summary["eval"]["rows"]["after (seed 0)"]
     assert after["path_share"] >= 0.3 and after["inserts"] > 0

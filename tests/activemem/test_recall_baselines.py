@@ -1,0 +1,99 @@
+"""Recall baselines computed by the environment (hand-checked), the LEARNED verdict, and
+evaluation that leaves the policy it measures unchanged."""
+
+import jax
+import numpy as np
+import pytest
+
+from activemem_jax.envs.recall import CODES, RecallEnv, make_recall_tasks, recall_baselines
+
+
+def _task(answers, order):
+    return {"id": "t", "names": [f"N{i}" for i in range(len(answers))], "answers": list(answers),
+            "order": list(order)}
+
+
+def test_baselines_by_hand():
+    codes = ("red", "blue", "green", "black")
+    tasks = [_task(["red", "blue", "green"], [0, 1, 2, 2]),   # last fact: green
+             _task(["blue", "blue", "red"], [1, 0, 2])]       # last fact: red
+    b = recall_baselines(tasks, codes)
+    assert b["chance"] == 0.25 and b["ceiling"] == 1.0
+    # last fact: task 0 asks green twice of 4 (0.5); task 1 asks red once of 3 (1/3)
+    assert b["last_fact"] == pytest.approx((0.5 + 1 / 3) / 2)
+    # asked codes: task 0 red blue green green; task 1 blue blue red -> blue: (1/4 + 2/3) / 2, green: (2/4) / 2
+    assert b["best_constant_code"] == "blue" and b["best_constant"] == pytest.approx((0.25 + 2 / 3) / 2)
+    # memory of the last k facts: right when the asked index >= n - k, chance (0.25) otherwise
+    m1 = ((0.25 + 0.25 + 1 + 1) / 4 + (0.25 + 0.25 + 1) / 3) / 2
+    m2 = ((0.25 + 1 + 1 + 1) / 4 + (1 + 0.25 + 1) / 3) / 2
+    assert b["memory_1"] == pytest.approx(m1) and b["memory_2"] == pytest.approx(m2) and b["memory_3"] == 1.0
+    assert "memory_4" not in b
+
+
+def test_baselines_of_the_demo_tasks_order_as_expected():
+    tasks = make_recall_tasks("test", 16, 4, seed=1, n_questions=6)
+    b = RecallEnv("test").baselines(tasks)
+    mem = [b[f"memory_{k}"] for k in range(1, 5)]
+    assert mem == sorted(mem) and mem[-1] == 1.0 and b["chance"] == 1 / len(CODES)
+    assert b["chance"] < b["last_fact"] < b["memory_3"] < 1.0
+
+
+def test_baselines_refuse_what_cannot_be_computed():
+    with pytest.raises(ValueError, match="data.codes"):
+        recall_baselines([_task(["red"], [0])], ("red",))
+    with pytest.raises(ValueError, match="data.n_facts"):
+        recall_baselines([{"id": "x", "names": [], "answers": [], "order": []}])
+    with pytest.raises(ValueError, match="data.n_facts"):
+        make_recall_tasks("train", 2, 0)
+    with pytest.raises(ValueError, match="data.codes"):
+        make_recall_tasks("train", 2, 2, codes=("red",))
+
+
+def test_env_reports_answers_outside_the_code_set():
+    env = RecallEnv("train", max_turns=4)
+    env.reset([_task(["red", "blue"], [1, 0])])
+    for text in ("OK", "OK", "blue", "I think"):
+        _, _, _, info = env.step([text])
+    assert info[0]["per_question_em"] == [1.0, 0.0] and info[0]["per_question_in_set"] == [1.0, 0.0]
+
+
+def _row(acc):
+    return {"accuracy": acc, "baselines": {"chance": 0.125, "best_constant": 0.2, "last_fact": 0.4,
+                                           "best_constant_code": "red", "memory_1": 0.3, "ceiling": 1.0},
+            "format_failure": 0.0, "path_share": 0.5, "path_len": 0.5, "tree_size": 4.0}
+
+
+def test_verdict_needs_a_spread_and_the_best_untrained_rule():
+    from launch.train import recall_verdict
+    from activemem_jax.envs.recall import NO_TRAINING
+
+    one = recall_verdict({"before (seed 0)": _row(0.0), "after (seed 0)": _row(0.9)}, NO_TRAINING)
+    assert one["learned"] is None and one["spread"] is None  # one seed: no claim
+    # after beats before (0.0) but not the last-fact rule (0.4) by more than the spread
+    close = recall_verdict({"before (seed 0)": _row(0.0), "before (seed 1)": _row(0.0),
+                            "after (seed 0)": _row(0.45), "after (seed 1)": _row(0.55)}, NO_TRAINING)
+    assert close["best_untrained_rule"] == "last_fact" and close["margin"] == pytest.approx(0.1)
+    assert close["spread"] == pytest.approx(0.1) and close["learned"] is False
+    far = recall_verdict({"before (seed 0)": _row(0.1), "before (seed 1)": _row(0.1),
+                          "after (seed 0)": _row(0.8), "after (seed 1)": _row(0.85)}, NO_TRAINING)
+    assert far["learned"] is True and far["margin"] == pytest.approx(0.425)
+
+
+def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from configs import activemem_tiny_cpu
+
+    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
+    for scope in ("episode", "persistent"):
+        # the threshold rule acts (tree_actions=False), so the evaluation's own episodes write
+        policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": scope,
+                                                                   "tree_actions": False}), seed=0)
+        tasks = make_recall_tasks("test", 2, 2, seed=3, n_questions=2)
+        policy.rollout(RecallEnv("test"), tasks, seed=0, tree_rule=True)  # a state worth keeping
+        before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+        r = ev.evaluate_recall(policy, tasks, seed=0)
+        after = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+        assert jax.tree.all(jax.tree.map(np.array_equal, before, after)), scope
+        assert r["inserts"] > 0 and r["path_share"] > 0, r  # it wrote and read, on a copy
+        assert 0.0 <= r["format_failure"] <= 1.0 and r["baselines"]["ceiling"] == 1.0
