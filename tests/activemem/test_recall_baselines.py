@@ -86,7 +86,7 @@ def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
 
     cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
     for scope in ("episode", "persistent"):
-        # the threshold rule acts (tree_actions=False), so the evaluation's own episodes write
+        # the threshold rule acts (tree_actions=False)
         policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": scope,
                                                                    "tree_actions": False}), seed=0)
         tasks = make_recall_tasks("test", 2, 2, seed=3, n_questions=2)
@@ -95,5 +95,5 @@ def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
         r = ev.evaluate_recall(policy, tasks, seed=0)
         after = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
         assert jax.tree.all(jax.tree.map(np.array_equal, before, after)), scope
-        assert r["inserts"] > 0 and r["path_share"] > 0, r  # it wrote and read, on a copy
+
         assert 0.0 <= r["format_failure"] <= 1.0 and r["baselines"]["ceiling"] == 1.0
