@@ -317,12 +317,16 @@ class ActiveMem:
             return telemetry(result.trajectories, {}, self.tree)
         returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
-        if c.tree_scope == "persistent":
-            tree, _, counts = self._finish(c, self.tree, result.logs, result.overlay_paths, turns, returns)
-        else:
-            tree, _, counts = self._finish_episodes(c, self.empty_tree(), result.logs, result.overlay_paths,
-                                                    turns, returns)
+        tree, _, counts = self._finish_logs(result.logs, result.overlay_paths, turns, returns)
         return telemetry(result.trajectories, jax.device_get(counts), tree)
+
+    def _finish_logs(self, logs, paths, turns, returns):
+        """(tree, resolved, counts) of committing these logs: onto the persistent tree, or
+        each episode onto its own fresh tree (tree_scope='episode'). Assigns nothing."""
+        c = self.config
+        if c.tree_scope == "persistent":
+            return self._finish(c, self.tree, logs, paths, turns, returns)
+        return self._finish_episodes(c, self.empty_tree(), logs, paths, turns, returns)
 
     def commit(self, result: RolloutResult, gather: Optional[Callable] = None,
                gather_rows: Optional[Callable] = None) -> RolloutResult:
@@ -349,11 +353,9 @@ class ActiveMem:
             logs, paths, turns, returns, offset = gather(logs, paths, turns, returns)
         if paths.shape[1] == 0:
             return result.replace(committed=True, stats=telemetry(result.trajectories, {}, self.tree))
+        tree, resolved, counts = self._finish_logs(logs, paths, turns, returns)
         if c.tree_scope == "persistent":
-            tree, resolved, counts = self._finish(c, self.tree, logs, paths, turns, returns)
             self.tree = tree
-        else:  # each episode on its own fresh tree
-            tree, resolved, counts = self._finish_episodes(c, self.empty_tree(), logs, paths, turns, returns)
         resolved = np.asarray(resolved)[offset:offset + len(result.trajectories)]
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):
