@@ -101,36 +101,7 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
         after = ActiveMem(trainer.gen_model, trainer.engine, base, seed=trainer.cfg.seed)
         _load_trained(after, trainer)
         rows[f"after (seed {trainer.cfg.seed})"] = ev.evaluate_recall(after, tasks, seed=cfg.seed, codes=codes)
-    return recall_verdict(rows, NO_TRAINING)
-
-
-def recall_verdict(rows: dict, no_training) -> dict:
-    """rows: {"before (seed s)": ..., "after (seed s)": ...} -> the summary, printed."""
-    from activemem_jax.activemem import evaluate as ev
-
-    b = [r["accuracy"] for n, r in rows.items() if n.startswith("before")]
-    a = [r["accuracy"] for n, r in rows.items() if n.startswith("after")]
-    baselines = next(iter(rows.values()))["baselines"]
-    best_name = max(no_training, key=lambda k: baselines[k])
-    best = max(baselines[best_name], sum(b) / len(b))
-    summary = {"rows": rows, "before": sum(b) / len(b), "after": sum(a) / len(a), "seeds": len(a),
-               "baselines": baselines, "best_untrained": best,
-               "best_untrained_rule": best_name if baselines[best_name] >= sum(b) / len(b) else "before",
-               "chance": baselines["chance"]}
-    summary["margin"] = summary["after"] - best
-    print(ev.format_recall_table(rows))
-    line = (f"held-out recall accuracy: before {summary['before']:.3f}, after {summary['after']:.3f} "
-            f"(mean of {len(a)} seed(s)); best untrained ({summary['best_untrained_rule']}) {best:.3f}, "
-            f"margin {summary['margin']:+.3f}")
-    if len(a) < 2:
-        summary.update(spread=None, learned=None)
-        print(f"{line}; one seed: no spread (train.seeds lists the seeds to train)")
-        return summary
-    spread = max(max(a) - min(a), max(b) - min(b))
-    summary.update(spread=spread, learned=summary["margin"] > spread)
-    print(f"{line} vs the spread across {len(a)} trained seeds {spread:.3f}: "
-          f"{'LEARNED' if summary['learned'] else 'NOT LEARNED'}")
-    return summary
+    return ev.recall_verdict(rows, NO_TRAINING)
 
 
 def seed_configs(cfg) -> list:

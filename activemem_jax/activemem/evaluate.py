@@ -215,3 +215,33 @@ def format_recall_baselines(b: dict) -> str:
 __all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "format_recall_baselines",
            "format_recall_table",
            "format_table", "plot_peak_tokens", "summarize", "task_tokens", "trajectory_row", "variant_config"]
+
+
+def recall_verdict(rows: dict, no_training) -> dict:
+    """rows: {"before (seed s)": ..., "after (seed s)": ...} -> the summary, printed.
+
+    LEARNED: the trained seeds' mean beats the best of the untrained controller's mean and
+    every rule in no_training by more than the spread (range) across the trained seeds."""
+    b = [r["accuracy"] for n, r in rows.items() if n.startswith("before")]
+    a = [r["accuracy"] for n, r in rows.items() if n.startswith("after")]
+    baselines = next(iter(rows.values()))["baselines"]
+    best_name = max(no_training, key=lambda k: baselines[k])
+    best = max(baselines[best_name], sum(b) / len(b))
+    summary = {"rows": rows, "before": sum(b) / len(b), "after": sum(a) / len(a), "seeds": len(a),
+               "baselines": baselines, "best_untrained": best,
+               "best_untrained_rule": best_name if baselines[best_name] >= sum(b) / len(b) else "before",
+               "chance": baselines["chance"]}
+    summary["margin"] = summary["after"] - best
+    print(format_recall_table(rows))
+    line = (f"held-out recall accuracy: before {summary['before']:.3f}, after {summary['after']:.3f} "
+            f"(mean of {len(a)} seed(s)); best untrained ({summary['best_untrained_rule']}) {best:.3f}, "
+            f"margin {summary['margin']:+.3f}")
+    if len(a) < 2:
+        summary.update(spread=None, learned=None)
+        print(f"{line}; one seed: no spread (train.seeds lists the seeds to train)")
+        return summary
+    spread = max(max(a) - min(a), max(b) - min(b))
+    summary.update(spread=spread, learned=summary["margin"] > spread)
+    print(f"{line} vs the spread across {len(a)} trained seeds {spread:.3f}: "
+          f"{'LEARNED' if summary['learned'] else 'NOT LEARNED'}")
+    return summary

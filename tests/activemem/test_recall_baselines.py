@@ -64,7 +64,7 @@ def _row(acc):
 
 
 def test_verdict_needs_a_spread_and_the_best_untrained_rule():
-    from launch.train import recall_verdict
+    from activemem_jax.activemem.evaluate import recall_verdict
     from activemem_jax.envs.recall import NO_TRAINING
 
     one = recall_verdict({"before (seed 0)": _row(0.0), "after (seed 0)": _row(0.9)}, NO_TRAINING)

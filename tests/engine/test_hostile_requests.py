@@ -383,6 +383,6 @@ def test_a_non_streaming_client_that_hangs_up_cancels_its_choices(url, engine):
     assert engine.busy_slots >= 4, "the n=8 request never started decoding"
     generated = engine.stats["generated_tokens"]
     conn.close()  # the client goes away without reading a byte
-    assert wait_idle(engine, 10), "the abandoned choices still hold their slots"
+    assert wait_idle(engine, 30), "the abandoned choices still hold their slots"  # a loaded CI machine is slow
     assert engine.stats["generated_tokens"] - generated < 8 * 300
     assert_serving(url)
