@@ -50,6 +50,8 @@ def base_config() -> ml_collections.ConfigDict:
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
         seeds=(),                  # launch.train trains one controller per seed (init + data), () = (seed,)
         mini_batch_rows=64, ppo_epochs=1,
+        old_logp="rollout",        # PPO's old log-probs: the engine's, recorded as it sampled (the
+                                   # model's own distribution) | "recompute" (one more forward pass)
         micro_batch_rows=8,        # gradient accumulation: rows per forward/backward (0: all)
         clip_eps=0.2, clip_eps_high=0.0,               # 0: symmetric clipping
         agg="token-mean",          # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from activemem_jax.models.kv_cache import KVCache
 from activemem_jax.models.loading import positions_from_mask
 
 
@@ -74,22 +75,57 @@ def response_logprobs(model, hidden, tokens, positions, chunk: int = 128, with_e
     return out[:, 1:]
 
 
-def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_bar):
+def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_bar, split=None):
     """The backbone over tokens [B, T] with m_t = controller(h, p_bar) spliced in at
-    latent_pos [B, K]. Returns (hidden [B, T, D], latents [B, K, D])."""
+    latent_pos [B, K]. Returns (hidden [B, T, D], latents [B, K, D]).
+
+    split = (shared, grad_from), static: columns [0, shared) hold the same tokens in
+    every row and are run once, for row 0; columns [shared, grad_from) come before every
+    latent and are run forward only, into a KV cache; only columns [grad_from, T) are
+    differentiated. hidden then covers those columns alone: [B, T - grad_from, D]. Exact
+    for a frozen backbone (no LoRA): nothing before the first latent depends on phi."""
     latents = controller.latents(controller.shared(h, p_bar))
-    embeds = splice(model.embed_tokens(tokens), latents, latent_pos)
-    _, hidden, _ = model(embeds=embeds, positions=positions_from_mask(attention_mask),
-                         attention_mask=attention_mask, return_logits=False)
+    if not split or split == (0, 0):
+        embeds = splice(model.embed_tokens(tokens), latents, latent_pos)
+        _, hidden, _ = model(embeds=embeds, positions=positions_from_mask(attention_mask),
+                             attention_mask=attention_mask, return_logits=False)
+        return hidden, latents
+    shared, start = split
+    b, t = tokens.shape
+    positions = positions_from_mask(attention_mask)
+    mask = attention_mask.astype(bool)
+    cache = KVCache.init(model.config, 1 if shared else b, t)
+    if shared:  # one row: every row's first `shared` tokens are these
+        _, _, cache = model(tokens[:1, :shared], positions=positions[:1, :shared],
+                            attention_mask=mask[:1, :shared], cache=cache, return_logits=False)
+        cache = cache.repeat_rows(b)
+    if start > shared:
+        slots = jnp.broadcast_to(jnp.arange(shared, start, dtype=jnp.int32), (b, start - shared))
+        _, _, cache = model(tokens[:, shared:start], positions=positions[:, shared:start],
+                            attention_mask=mask[:, shared:start], cache=cache, slots=slots, return_logits=False)
+    cache = jax.lax.stop_gradient(cache)
+    rel = jnp.where(latent_pos >= 0, latent_pos - start, -1)
+    embeds = splice(model.embed_tokens(tokens[:, start:]), latents, rel)
+    slots = jnp.broadcast_to(jnp.arange(start, t, dtype=jnp.int32), (b, t - start))
+    _, hidden, _ = model(embeds=embeds, positions=positions[:, start:], attention_mask=mask[:, start:],
+                         cache=cache, slots=slots, return_logits=False)
     return hidden, latents
 
 
-def policy_logprobs(model, controller, batch: dict, chunk: int = 128, with_entropy: bool = False):
+def policy_logprobs(model, controller, batch: dict, chunk: int = 128, with_entropy: bool = False,
+                    split=None):
     """batch: tokens, attention_mask, latent_pos, h, p_bar (see rollout.collate), and
     optionally resp_pos [B, A]. Returns logp [B, T] of each token given its prefix, under
-    the injected prefix, or [B, A] at resp_pos (and the entropies with with_entropy)."""
+    the injected prefix, or [B, A] at resp_pos (and the entropies with with_entropy).
+    split (see `policy_forward`) needs resp_pos, every response after grad_from."""
     hidden, _ = policy_forward(model, controller, batch["tokens"], batch["attention_mask"],
-                               batch["latent_pos"], batch["h"], batch["p_bar"])
+                               batch["latent_pos"], batch["h"], batch["p_bar"], split)
+    if split and split != (0, 0):
+        if "resp_pos" not in batch:
+            raise ValueError("a split forward scores resp_pos only: the batch has none")
+        start = split[1]
+        pos = jnp.where(batch["resp_pos"] > start, batch["resp_pos"] - start, -1)
+        return response_logprobs(model, hidden, batch["tokens"][:, start:], pos, chunk, with_entropy)
     if "resp_pos" in batch:  # only the response positions: [B, A]
         return response_logprobs(model, hidden, batch["tokens"], batch["resp_pos"], chunk, with_entropy)
     return token_logprobs(model, hidden, batch["tokens"], chunk, with_entropy)

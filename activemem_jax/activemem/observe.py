@@ -69,6 +69,17 @@ class ObservationEncoder:
         return (ids or list(self._fill))[-self.max_tokens:]
 
     def __call__(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each distinct observation is read once: a GRPO group's G episodes of one task
+        often see the same observation, and the frozen backbone reads it alike."""
+        unique, where = {}, []
+        for t in texts:
+            where.append(unique.setdefault(t, len(unique)))
+        if len(unique) < len(texts):
+            last, pooled = self._read(list(unique))
+            return last[where], pooled[where]
+        return self._read(texts)
+
+    def _read(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         ids = [self.token_ids(t) for t in texts]
         n = len(ids)
         if n == 0:

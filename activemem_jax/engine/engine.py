@@ -607,7 +607,7 @@ class Engine:
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
         kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows, low=128)
-        width = core.prefill_rows(len(live), self.max_slots)  # 1, 4, 16, ... rows stepped
+        width = core.prefill_rows(len(live), self.max_slots)  # 1, 2, 4, 8, ... rows stepped
         if self._slots_sharded:  # every device steps its own slots: picking rows would move their KV
             width = self.max_slots
         rows = None

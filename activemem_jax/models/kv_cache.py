@@ -160,6 +160,15 @@ class KVCache:
             return key_mask, key_mask
         return key_mask, self.mask.at[at.rows].set(key_mask, mode="drop")  # out-of-range rows dropped
 
+    def repeat_rows(self, n: int) -> "KVCache":
+        """A one-row cache repeated into n rows (a prefix every row shares, computed once)."""
+        if self.mask.shape[0] != 1:
+            raise ValueError(f"repeat_rows needs a one-row cache; this one has {self.mask.shape[0]} rows")
+        axis = 1 if self.stacked else 0
+        rep = lambda x: jnp.repeat(x, n, axis=axis)  # noqa: E731
+        return self.replace(k=jax.tree.map(rep, self.k), v=jax.tree.map(rep, self.v),
+                            mask=jnp.repeat(self.mask, n, axis=0))
+
     def copy_row(self, src, dst, upto: int) -> "KVCache":
         """Row `src` copied into row `dst`: the blocks holding its first `upto` positions
         (static; later positions are overwritten before they are read) and its whole mask."""

@@ -55,6 +55,8 @@ class Trainer:
             raise ValueError(f"train.algo={t.algo!r}: grpo or sft")
         if t.mini_batch_rows < 1 or t.group_size < 1 or t.prompts_per_step < 1:
             raise ValueError("train.mini_batch_rows, group_size and prompts_per_step must be >= 1")
+        if t.get("old_logp", "rollout") not in ("rollout", "recompute"):
+            raise ValueError(f"train.old_logp={t.old_logp!r}: rollout or recompute")
         if t.algo == "grpo" and t.group_size < 2:
             raise ValueError("GRPO needs train.group_size >= 2 (advantages are relative to the group)")
         if cfg.model.get("quant", ""):
@@ -145,7 +147,8 @@ class Trainer:
         c = self.policy.config
         return rows.pad_rows(result, adv_rows, tree_adv_rows, extra, k=c.num_latents,
                              budget=c.max_tokens if self.algo == "grpo" else 0, path_len=c.max_depth,
-                             mini_batch_rows=self.cfg.train.mini_batch_rows, hosts=self.hosts)
+                             mini_batch_rows=self.cfg.train.mini_batch_rows, hosts=self.hosts,
+                             frozen=not self.cfg.lora.rank, micro_batch_rows=self.cfg.train.micro_batch_rows)
 
     def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
         """(chunk, tree_only) per mini-batch."""
@@ -227,16 +230,19 @@ class Trainer:
                                               np.int32)
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
+        old_from = t.get("old_logp", "rollout")
         chunks = self._chunks(batch)
         if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             token_chunks = sum(not tree_only for _, tree_only in chunks)
-            for c, tree_only in chunks:
+            recorded = rows.rollout_logprobs(batch, t.mini_batch_rows, self.hosts)
+            for (c, tree_only), old in zip(chunks, recorded):
                 if tree_only:
                     continue
                 # one update per token chunk: the loss detaches the current log-probs (no pass);
-                # tree-only chunks do not change what the token chunk sees
+                # tree-only chunks do not change what the token chunk sees. Otherwise the
+                # engine's log-probs of what it sampled (this params), or one more pass
                 if t.ppo_epochs > 1 or token_chunks > 1:
-                    c["old_logp"] = self.update.logprobs(self.params, state, c)
+                    c["old_logp"] = old if old_from == "rollout" else self.update.logprobs(self.params, state, c)
                 if t.beta:
                     c["ref_logp"] = self.update.logprobs(self.ref_params, state, c)
             jax.block_until_ready(chunks)

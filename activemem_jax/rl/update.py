@@ -61,7 +61,9 @@ def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_st
                               lambda params: {k: k for k in params}))
 
 
-def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, entropy: bool):
+def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, entropy: bool, split=None):
+    if params["lora"]:  # LoRA makes every column depend on the trained parameters
+        split = None
     state = merge_lora(backbone_state, params["lora"], cfg.lora_alpha) if params["lora"] else backbone_state
     model = nnx.merge(model_gd, state)
     ctrl = nnx.merge(ctrl_gd, params["controller"])
@@ -70,7 +72,7 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
         zeros = jnp.zeros(batch["resp_pos"].shape, jnp.float32)
         out = (zeros, zeros) if entropy else zeros
     else:
-        out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy)
+        out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy, split=split)
     logits = ctrl.tree(ctrl.shared(batch["h"], batch["p_bar"]))
     tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
     chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
@@ -91,11 +93,11 @@ def normalizers(batch, agg: str):
     return jnp.asarray(tokens, jnp.float32), chooses.astype(jnp.float32)
 
 
-def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, weights=(1.0, 1.0)):
+def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, weights=(1.0, 1.0), split=None):
     """The loss of one row batch; weights scale the token and tree terms (a micro-batch's
-    share of its mini-batch's normalizers)."""
+    share of its mini-batch's normalizers). split: see `activemem.inject.policy_forward`."""
     (logp, entropy), tree_logp, tree_lp = _forward(model_gd, ctrl_gd, params, backbone_state, batch,
-                                                   cfg, entropy=True)
+                                                   cfg, entropy=True, split=split)
     mask = batch["resp_mask"] & batch["row_valid"][:, None]
     chooses = (jnp.sum(batch["tree_mask"], axis=-1) > 1) & batch["row_valid"]
     m = mask.astype(jnp.float32)
@@ -142,45 +144,49 @@ def head_grad_norms(grads) -> dict:
 class TrainStep:
     """Jitted (params, opt_state, backbone_state, batch) -> (params, opt_state, metrics).
     A non-finite loss or gradient leaves params and optimizer state untouched and sets
-    metrics["skipped"] = 1."""
+    metrics["skipped"] = 1. A batch may carry "split" (shared, grad_from) (rl/rows.py):
+    the columns before grad_from run forward only (compiled once per split)."""
 
     def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation):
         self.model_gd, self.ctrl_gd, self.cfg, self.optimizer = model_gd, ctrl_gd, cfg, optimizer
-        self._step = jax.jit(self._fn, donate_argnums=(0, 1))
-        self._logp = jax.jit(self._logp_fn)
+        self._step = jax.jit(self._fn, donate_argnums=(0, 1), static_argnames=("split",))
+        self._logp = jax.jit(self._logp_fn, static_argnames=("split",))
 
-    def _grads(self, params, backbone_state, batch):
+    def _grads(self, params, backbone_state, batch, split=None):
         """(loss, metrics, grads) of the mini-batch; with micro_batch_rows, a `lax.scan`
         over micro-batches (memory of one micro-batch) whose weighted sum is exact."""
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         rows = batch["tokens"].shape[0]
         micro = self.cfg.micro_batch_rows
         if not micro or micro >= rows:
-            (_, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg)
+            (_, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg,
+                                          split=split)
             return metrics["loss"], metrics, grads
         if rows % micro:
             raise ValueError(f"{rows} rows per mini-batch is not a multiple of micro_batch_rows={micro}")
-        split = jax.tree.map(lambda x: x.reshape((rows // micro, micro) + x.shape[1:]), batch)
+        micro_batches = jax.tree.map(lambda x: x.reshape((rows // micro, micro) + x.shape[1:]), batch)
         total_tok, total_tree = normalizers(batch, self.cfg.agg)
 
         def one(acc, mb):
             tok, tree = normalizers(mb, self.cfg.agg)
             w = (tok / jnp.maximum(total_tok, 1.0), tree / jnp.maximum(total_tree, 1.0))
-            (loss, metrics), g = grad_fn(params, backbone_state, mb, self.model_gd, self.ctrl_gd, self.cfg, w)
+            (loss, metrics), g = grad_fn(params, backbone_state, mb, self.model_gd, self.ctrl_gd, self.cfg, w,
+                                         split)
             share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "loss": None}
             metrics = {k: v * (share.get(k) if share.get(k) is not None else w[0]) for k, v in metrics.items()
                        if k != "loss"}
             metrics["loss"] = loss
             return jax.tree.map(jnp.add, acc, (g, metrics)), None
 
-        zero_metrics = jax.eval_shape(lambda: grad_fn(params, backbone_state, jax.tree.map(lambda x: x[0], split),
-                                                      self.model_gd, self.ctrl_gd, self.cfg)[0][1])
+        first = jax.tree.map(lambda x: x[0], micro_batches)
+        zero_metrics = jax.eval_shape(lambda: grad_fn(params, backbone_state, first, self.model_gd, self.ctrl_gd,
+                                                      self.cfg, split=split)[0][1])
         init = (jax.tree.map(jnp.zeros_like, params), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero_metrics))
-        (grads, metrics), _ = jax.lax.scan(one, init, split)
+        (grads, metrics), _ = jax.lax.scan(one, init, micro_batches)
         return metrics["loss"], metrics, grads
 
-    def _fn(self, params, opt_state, backbone_state, batch):
-        loss, metrics, grads = self._grads(params, backbone_state, batch)
+    def _fn(self, params, opt_state, backbone_state, batch, split=None):
+        loss, metrics, grads = self._grads(params, backbone_state, batch, split)
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
 
@@ -194,16 +200,20 @@ class TrainStep:
         return params, opt_state, metrics
 
     def __call__(self, params, opt_state, backbone_state, batch):
-        return self._step(params, opt_state, backbone_state, batch)
+        batch = dict(batch)
+        split = batch.pop("split", None)
+        return self._step(params, opt_state, backbone_state, batch, split=tuple(split) if split else None)
 
-    def _logp_fn(self, params, backbone_state, batch):
+    def _logp_fn(self, params, backbone_state, batch, split=None):
         logp, _, _ = _forward(self.model_gd, self.ctrl_gd, params, backbone_state, batch, self.cfg,
-                              entropy=False)
+                              entropy=False, split=split)
         return logp
 
     def logprobs(self, params, backbone_state, batch):
         """Token log-probs [R, T] under `params` (old policy / reference), no gradient."""
-        return self._logp(params, backbone_state, batch)
+        batch = dict(batch)
+        split = batch.pop("split", None)
+        return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
 __all__ = ["LossConfig", "TrainStep", "loss_fn", "make_optimizer"]

@@ -175,10 +175,10 @@ def test_decode_steps_only_the_live_slots(engine):
     full = engine.generate(prompts, params)  # 8 live slots: every row stepped
     assert [o.cached_tokens for o in full] == [0] * 8
     rows, steps = engine.stats["decode_rows"], engine.stats["steps"]
-    pair = engine.generate(prompts[:2], params)  # 2 live slots: a 4-row step with 2 padding rows
+    three = engine.generate(prompts[:3], params)  # 3 live slots: a 4-row step with 1 padding row
     assert engine.stats["decode_rows"] - rows == 4 * (engine.stats["steps"] - steps)
-    assert [o.token_ids for o in pair] == [o.token_ids for o in full[:2]]
-    np.testing.assert_allclose([o.logprobs for o in pair], [o.logprobs for o in full[:2]], atol=1e-4)
+    assert [o.token_ids for o in three] == [o.token_ids for o in full[:3]]
+    np.testing.assert_allclose([o.logprobs for o in three], [o.logprobs for o in full[:3]], atol=1e-4)
     last = engine.generate(prompts[7:], params)[0]  # reuses the prefix cached in the last slot
     assert last.cached_tokens > 0 and last.token_ids == full[7].token_ids
     rows, steps = engine.stats["decode_rows"], engine.stats["steps"]

@@ -27,6 +27,7 @@ def trainer_and_rows(tmp_path, tiny_model, tiny_engine):
 
 def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tiny_engine):
     from activemem_jax.models import load_pretrained
+    from activemem_jax.rl.rows import HOST_KEYS
     from activemem_jax.rl.update import TrainStep
     from activemem_jax.sharding import make_mesh
 
@@ -43,8 +44,8 @@ def test_sharded_train_step_equals_unsharded(tmp_path, tiny_dir, tiny_model, tin
             rows = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
             params = jax.device_put(params0, rep)
             opt = jax.device_put(opt0, rep)
-            b = {k: jax.device_put(v, rows) for k, v in batch.items()
-                 if k not in ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only")}
+            b = {k: jax.device_put(v, rows) for k, v in batch.items() if k not in HOST_KEYS}
+            b["split"] = batch["split"]  # the shared preamble once, the prefix forward only (rl/rows.py)
             b["old_logp"] = jax.device_put(np.asarray(batch["resp_old_logp"]) - 0.05, rows)
             p, _, m = step(params, opt, model.state, b)
             return jax.tree.map(np.asarray, p), {k: float(v) for k, v in m.items()}

@@ -62,3 +62,38 @@ def test_a_non_finite_update_is_skipped(tmp_path, tiny_model, tiny_engine):
         jax.tree.map(np.testing.assert_array_equal, snapshot, jax.tree.map(np.asarray, params))
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("scope", ["persistent", "episode"])
+def test_a_curve_evaluation_leaves_the_next_step_unchanged(tmp_path, tiny_model, tiny_engine, scope):
+    """bench_memory evaluates the trainer's own policy between steps: the step after that
+    evaluation must equal the step of a run that did not evaluate (params, tree, query
+    space, loss), in both tree scopes."""
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.envs.recall import make_recall_tasks
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_tiny_cpu
+
+    def run(evaluate: bool, where):
+        cfg = activemem_tiny_cpu.get_config()
+        cfg.out_dir = str(where)
+        cfg.log.tensorboard = False
+        cfg.policy.update(hidden=32, tree_scope=scope)
+        cfg.data.update(n_facts=2, n_questions=2, n_tasks=8, max_turns=4)
+        cfg.train.update(steps=2, sft_steps=1, prompts_per_step=1, group_size=2, mini_batch_rows=8, seeds=())
+        trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+        try:
+            trainer.train_step()
+            if evaluate:
+                ev.evaluate_recall(trainer.policy, make_recall_tasks("test", 2, 2, seed=1, n_questions=2))
+            m = trainer.train_step()  # GRPO: sampled with seeds of (seed, step), so comparable
+            return m, jax.tree.map(np.asarray, (trainer.params, trainer.policy.memory_state))
+        finally:
+            trainer.close()
+
+    m_eval, state_eval = run(True, tmp_path / "eval")
+    m_plain, state_plain = run(False, tmp_path / "plain")
+    jax.tree.map(np.testing.assert_array_equal, state_eval, state_plain)
+    for k in ("loss", "reward_mean", "tree_inserts", "tree_size"):
+        assert m_eval[k] == m_plain[k], (k, m_eval[k], m_plain[k])
+    assert float(np.asarray(state_plain[1]["query"].count)) > 0  # the commits did fold observations
