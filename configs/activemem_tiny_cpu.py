@@ -13,16 +13,16 @@ from configs.activemem_base import base_config, policy_defaults
 def get_config():
     c = base_config()
     c.out_dir = "runs/activemem_tiny_cpu"
-    c.model.update(dtype="float32", remat=False)
+    c.model.update(dtype="auto", remat=False)  # bfloat16 on a CPU with AMX (2x faster here), else float32
     c.engine.update(max_slots=16, max_len=256)
     c.policy = policy_defaults(num_latents=1, capacity=64, max_depth=4, max_ops=8, max_tokens=3, hidden=256,
                                latent_init_std=0.02, temperature=1.0, layout="observation", tree_scope="episode",
                                stop=("\n", "."), system_prompt="")
     # 4 facts, 6 questions (two facts asked twice: the second ask reads a node the first updated)
     c.data.update(name="recall", n_facts=4, n_questions=6, n_tasks=256, max_turns=10)
-    c.train.update(steps=38, sft_steps=36, group_size=4, prompts_per_step=2, mini_batch_rows=32, seeds=(0, 1),
+    c.train.update(steps=78, sft_steps=76, group_size=4, prompts_per_step=2, mini_batch_rows=32, seeds=(0, 1),
                    micro_batch_rows=0)
-    c.optim.update(lr_controller=1e-3, warmup_steps=5)
+    c.optim.update(lr_controller=2e-3, warmup_steps=5)
     c.checkpoint.update(every=10, keep=2)
     c.eval.update(enabled=True, n_tasks=16)
     return c

@@ -6,10 +6,12 @@ expert trajectories -> cross-entropy (SFT). Config-driven (see configs/activemem
     trainer.close()
 
 Everything heavy is jitted: the rollout's controller step, the engine's prefill/decode,
-the update (`rl.update.TrainStep`). Rows (one per agent turn) are padded to a fixed
-mini-batch of `train.mini_batch_rows` rows and a power-of-two length, so compiles are
-few. Resuming restores params, optimizer state, tree, data iterator and step; rollout
-seeds depend on (seed, step) only, so a resumed run repeats an uninterrupted one.
+the update (`rl.update.TrainStep`). Rows (one per agent turn) are cut into mini-batches
+of `train.mini_batch_rows` rows (the last one padded to a power of two) of a
+power-of-two length, and the columns before the first latent run forward only
+(rl/rows.py, docs/training_speed.md), so compiles are few and the backward is short.
+Resuming restores params, optimizer state, tree, data iterator and step; rollout seeds
+depend on (seed, step) only, so a resumed run repeats an uninterrupted one.
 
 This file holds the loop; the tasks come from rl/tasks.py (`data.name`), the padded rows
 and mini-batches from rl/rows.py, and the multi-host plumbing from rl/hosts.py.

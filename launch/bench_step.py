@@ -1,0 +1,116 @@
+"""Benchmark: the time of one training step, this checkout against an earlier commit.
+
+    python -m launch.bench_step [--against 9986f37 --sft 4 --grpo 3 --set model.dtype=float32]
+
+Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed) for a few SFT
+steps and then a few GRPO steps, in this checkout and in a git worktree of `--against`
+(made under /tmp if missing), one after the other in fresh processes with the compile
+cache off, and prints the median of each phase (rollout, reference pass, update, whole
+step; each algorithm's first step, which compiles, left out) with the ratio old / new.
+`--set` overrides config fields in both runs, so they share one config (a field the old
+commit lacks is skipped there). Writes bench_results/step.json. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PHASES = ("time_rollout", "time_reference", "time_update", "time_step")
+
+_CHILD = r"""
+import json, statistics, sys
+from configs import activemem_tiny_cpu
+from activemem_jax.rl.trainer import Trainer
+n_sft, n_grpo, out, sets = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+cfg = activemem_tiny_cpu.get_config()
+cfg.out_dir = out
+cfg.log.tensorboard = False
+cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
+cfg.train.update(steps=n_sft + n_grpo, sft_steps=n_sft)
+if "seeds" in cfg.train:
+    cfg.train.seeds = ()
+for key, value in sets:
+    *path, name = key.split(".")
+    node = cfg
+    for p in path:
+        node = node[p]
+    if name in node:
+        node[name] = value
+tr = Trainer(cfg)
+rows = []
+while tr.step < n_sft + n_grpo:
+    m = tr.train_step()
+    rows.append({k: m[k] for k in ("algo",) + tuple(%r)})
+tr.close()
+print("STEPS " + json.dumps(rows))
+""" % (PHASES,)
+
+
+def _worktree(commit: str) -> str:
+    path = os.path.join("/tmp", f"activemem-bench-{commit}")
+    if not os.path.isdir(path):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "-f", path, commit], check=True,
+                       capture_output=True, text=True)
+    return path
+
+
+def _run(tree: str, args, sets) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "ACTIVEMEM_COMPILE_CACHE": "off",
+           "PYTHONPATH": tree}
+    out = os.path.join("/tmp", f"activemem-bench-run-{os.getpid()}-{os.path.basename(tree)}")
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.sft), str(args.grpo), out, json.dumps(sets)],
+                          cwd=tree, env=env, capture_output=True, text=True)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("STEPS ")), None)
+    if proc.returncode or line is None:
+        raise RuntimeError(f"the run in {tree} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    rows = json.loads(line[len("STEPS "):])
+    medians = {}
+    for algo in ("sft", "grpo"):
+        timed = [r for r in rows if r["algo"] == algo][1:]  # the first step of each compiles
+        if timed:
+            medians[algo] = {k: statistics.median(r[k] for r in timed) for k in PHASES}
+    return medians
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--against", default="9986f37", help="the commit to compare with")
+    p.add_argument("--sft", type=int, default=4)
+    p.add_argument("--grpo", type=int, default=3)
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--out", default="bench_results/step.json")
+    args = p.parse_args()
+    if min(args.sft, args.grpo) < 2:
+        p.error("--sft and --grpo need >= 2 steps each (the first one compiles)")
+    import ast
+
+    sets = []
+    for pair in args.set:
+        key, value = pair.split("=", 1)
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+        sets.append((key, value))
+    old = _run(_worktree(args.against), args, sets)
+    new = _run(ROOT, args, sets)
+    print(f"| step | phase | {args.against} (s) | this checkout (s) | ratio |")
+    print("|---|---|---|---|---|")
+    for algo in ("sft", "grpo"):
+        for k in PHASES:
+            a, b = old[algo][k], new[algo][k]
+            ratio = f"{a / b:.2f}x" if b > 0.05 else "-"
+            print(f"| {algo} | {k[5:]} | {a:.2f} | {b:.2f} | {ratio} |")
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"against": args.against, "set": args.set, "old": old, "new": new}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
