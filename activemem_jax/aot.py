@@ -85,6 +85,8 @@ def runtime_options(model_section, with_scan: Optional[bool] = None) -> dict:
     from activemem_jax.models.loading import MODEL_FIELDS
 
     out = {k: model_section[k] for k in MODEL_FIELDS if k != "path" and k in model_section}
+    if out.get("dtype") == "auto":  # what load_pretrained's "auto" picks on the TPUs compiled for
+        out["dtype"] = "bfloat16"
     if with_scan is not None:
         out["scan_layers"] = bool(with_scan)
     return out
