@@ -79,14 +79,15 @@ def hf_fields(path: str) -> tuple[dict, str]:
                             f"architecture ({', '.join(ARCHITECTURES)}); pass a directory with config.json")
 
 
-def runtime_options(model_section, with_scan: Optional[bool] = None) -> dict:
+def runtime_options(model_section, with_scan: Optional[bool] = None, platform: Optional[str] = "tpu") -> dict:
     """The config's model switches (`load_from_config`'s fields but the path); with_scan
-    overrides scan_layers."""
-    from activemem_jax.models.loading import MODEL_FIELDS
+    overrides scan_layers; dtype "auto" becomes what it means on `platform` (the TPUs
+    compiled for; None: this machine, for a local measurement)."""
+    from activemem_jax.models.loading import MODEL_FIELDS, fast_dtype
 
     out = {k: model_section[k] for k in MODEL_FIELDS if k != "path" and k in model_section}
-    if out.get("dtype") == "auto":  # what load_pretrained's "auto" picks on the TPUs compiled for
-        out["dtype"] = "bfloat16"
+    if out.get("dtype") == "auto":
+        out["dtype"] = fast_dtype(platform)
     if with_scan is not None:
         out["scan_layers"] = bool(with_scan)
     return out

@@ -145,7 +145,7 @@ def config_functions(cfg, names: Sequence[str], length: int, mesh=None):
     m = cfg.mesh
     mesh = mesh or shd.make_mesh(m.data, m.fsdp, m.tensor)
     rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
-    model_cfg = aot.model_config(cfg.model.path, aot.runtime_options(cfg.model))
+    model_cfg = aot.model_config(cfg.model.path, aot.runtime_options(cfg.model, platform=None))
     out = aot.named_train_functions(cfg, model_cfg, mesh, rules, length, set(names))
     if {"prefill", "decode"} & set(names):
         out += [c for c in aot.engine_functions(cfg, model_cfg, mesh, rules) if c.name.split()[0] in names]

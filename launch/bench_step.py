@@ -25,6 +25,7 @@ PHASES = ("time_rollout", "time_reference", "time_update", "time_step")
 
 _CHILD = r"""
 import json, statistics, sys
+from activemem_jax.config_files import apply_overrides
 from configs import activemem_tiny_cpu
 from activemem_jax.rl.trainer import Trainer
 n_sft, n_grpo, out, sets = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
@@ -35,13 +36,15 @@ cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
 cfg.train.update(steps=n_sft + n_grpo, sft_steps=n_sft)
 if "seeds" in cfg.train:
     cfg.train.seeds = ()
-for key, value in sets:
-    *path, name = key.split(".")
+def known(key):  # a field this commit's config has
+    *path, name = key.split("=", 1)[0].split(".")
     node = cfg
     for p in path:
+        if p not in node:
+            return False
         node = node[p]
-    if name in node:
-        node[name] = value
+    return name in node
+apply_overrides(cfg, [s for s in sets if known(s)])
 tr = Trainer(cfg)
 rows = []
 while tr.step < n_sft + n_grpo:
@@ -88,18 +91,8 @@ def main():
     args = p.parse_args()
     if min(args.sft, args.grpo) < 2:
         p.error("--sft and --grpo need >= 2 steps each (the first one compiles)")
-    import ast
-
-    sets = []
-    for pair in args.set:
-        key, value = pair.split("=", 1)
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-        sets.append((key, value))
-    old = _run(_worktree(args.against), args, sets)
-    new = _run(ROOT, args, sets)
+    old = _run(_worktree(args.against), args, args.set)
+    new = _run(ROOT, args, args.set)
     print(f"| step | phase | {args.against} (s) | this checkout (s) | ratio |")
     print("|---|---|---|---|---|")
     for algo in ("sft", "grpo"):

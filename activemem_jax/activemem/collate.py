@@ -19,7 +19,8 @@ import numpy as np
 from activemem_jax.activemem.policy_config import Trajectory
 
 
-def _pow2(n: int) -> int:
+def pow2(n: int) -> int:
+    """The next power of two >= n (0 for 0)."""
     return 1 << max(n - 1, 0).bit_length() if n > 0 else 0
 
 
@@ -29,7 +30,7 @@ def path_rows(trajectories: Sequence[Trajectory], depth: Optional[int] = None) -
     steps = [(t, s) for t in trajectories for s in t.steps]
     d = steps[0][1].h.shape[-1]
     longest = max((s.path_len for _, s in steps), default=0)
-    dd = _pow2(longest) if depth is None else depth
+    dd = pow2(longest) if depth is None else depth
     if longest > dd:
         raise ValueError(f"a path has {longest} nodes; path_len is {dd}")
     n = len(steps)
@@ -112,4 +113,4 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
     return out
 
 
-__all__ = ["collate", "path_rows"]
+__all__ = ["collate", "path_rows", "pow2"]

@@ -164,12 +164,14 @@ def cpu_has_amx_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
         return False
 
 
-def fast_dtype() -> str:
-    """bfloat16 on TPU, GPU and a CPU with AMX; float32 on other CPUs (no native bf16
+def fast_dtype(platform: Optional[str] = None) -> str:
+    """What model.dtype="auto" means on `platform` (None: this process's backend):
+    bfloat16 on TPU, GPU and a CPU with AMX; float32 on other CPUs (no native bf16
     matmul there: bf16 runs slower than float32)."""
     import jax
 
-    return "bfloat16" if jax.default_backend() != "cpu" or cpu_has_amx_bf16() else "float32"
+    platform = platform or jax.default_backend()
+    return "bfloat16" if platform != "cpu" or cpu_has_amx_bf16() else "float32"
 
 
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,

@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from activemem_jax.activemem import collate
+from activemem_jax.activemem.collate import pow2
 
 # batch keys the update does not take (host-side bookkeeping)
-HOST_KEYS = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only", "split",
-             "starts")
+HOST_KEYS = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only", "split")
 ALIGN = 8  # grad_from and the shared preamble are multiples of this (few compiled splits)
 
 
@@ -42,10 +42,6 @@ def bucket(n: int, lo: int = 32) -> int:
     while b < n and b < 512:
         b *= 2
     return b if b >= n else -(-n // 256) * 256
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 def frozen_split(steps, budget: int, hosts) -> tuple[tuple[int, int], list[int], int]:
@@ -87,7 +83,7 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
         split, gaps, longest = frozen_split(steps, budget, hosts)
     else:
         (longest,) = hosts.agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget) for s in steps))
-    batch = collate(result.trajectories, k, max_len=bucket(longest), resp_len=_pow2(resp),
+    batch = collate(result.trajectories, k, max_len=bucket(longest), resp_len=pow2(resp),
                     path_len=path_len, gaps=gaps, gap_at=split[0])
     r = batch["tokens"].shape[0]
     batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
@@ -111,7 +107,6 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
     rest["resp_mask"][:] = False
     padded = {key: np.concatenate([first[key], rest[key]]) for key in batch}
     padded["tree_only"] = np.arange(len(padded["tokens"])) >= len(first["tokens"])
-    padded["starts"] = _starts(len(first["tokens"]), len(rest["tokens"]), mb)
     if split != (0, 0):
         padded["split"] = split
     return padded
@@ -120,25 +115,26 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
 def _last_rows(last: int, mb: int, micro: int, count: int) -> int:
     """Rows (per host) of a group's last mini-batch holding `last` rows: a power of two
     >= 8, at most mb; a whole mini-batch when micro-batches of `micro` rows cannot cut it."""
-    rows = min(mb, max(8, _pow2(last)))
+    rows = min(mb, max(8, pow2(last)))
     if micro and micro < rows * count and (rows * count) % micro:
         return mb
     return rows
 
 
-def _starts(n_first: int, n_rest: int, mb: int) -> list[int]:
-    """The first row of every mini-batch: whole ones of mb rows, each group's last shorter."""
-    return [*range(0, n_first, mb), *range(n_first, n_first + n_rest, mb)]
+def _bounds(batch: dict, mb: int) -> list[tuple[int, int]]:
+    """(first, end) rows of every mini-batch: each group (scored rows, then the tree-only
+    ones) in whole mini-batches of mb rows but its last."""
+    n = batch["tokens"].shape[0]
+    scored = int(np.sum(~batch["tree_only"]))
+    starts = [*range(0, scored, mb), *range(scored, n, mb)]
+    return list(zip(starts, [*starts[1:], n]))
 
 
 def chunks(batch: dict, mini_batch_rows: int, hosts) -> list[tuple[dict, bool]]:
     """(global chunk, tree_only) per mini-batch of this host's padded rows."""
-    mb = mini_batch_rows // hosts.count
-    n = batch["tokens"].shape[0]
-    starts = batch.get("starts", range(0, n, mb))
     out = []
-    for i, j in zip(starts, [*starts[1:], n]):
-        chunk = hosts.shard({k: v[i:j] for k, v in batch.items() if k not in ("starts", "split")}, skip=HOST_KEYS)
+    for i, j in _bounds(batch, mini_batch_rows // hosts.count):
+        chunk = hosts.shard({k: v[i:j] for k, v in batch.items() if k != "split"}, skip=HOST_KEYS)
         if "split" in batch and not batch["tree_only"][i]:
             chunk["split"] = batch["split"]
         out.append((chunk, bool(batch["tree_only"][i])))
@@ -149,11 +145,8 @@ def rollout_logprobs(batch: dict, mini_batch_rows: int, hosts) -> list:
     """Per mini-batch of `chunks`, the engine's log-probs of the sampled responses
     ("resp_old_logp" [R, A]: the model's distribution at the policy that sampled them),
     placed as the chunk is: PPO's old log-probs without another forward pass."""
-    mb = mini_batch_rows // hosts.count
-    n = batch["tokens"].shape[0]
-    starts = batch.get("starts", range(0, n, mb))
     return [hosts.shard({"old_logp": batch["resp_old_logp"][i:j]})["old_logp"]
-            for i, j in zip(starts, [*starts[1:], n])]
+            for i, j in _bounds(batch, mini_batch_rows // hosts.count)]
 
 
 __all__ = ["ALIGN", "HOST_KEYS", "bucket", "chunks", "frozen_split", "pad_rows", "rollout_logprobs"]

@@ -236,15 +236,17 @@ class Trainer:
         chunks = self._chunks(batch)
         if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             token_chunks = sum(not tree_only for _, tree_only in chunks)
-            recorded = rows.rollout_logprobs(batch, t.mini_batch_rows, self.hosts)
+            # one update per token chunk: the loss detaches the current log-probs (no pass);
+            # tree-only chunks do not change what the token chunk sees. Otherwise the
+            # engine's log-probs of what it sampled (this params), or one more pass
+            need_old = t.ppo_epochs > 1 or token_chunks > 1
+            recorded = (rows.rollout_logprobs(batch, t.mini_batch_rows, self.hosts)
+                        if need_old and old_from == "rollout" else [None] * len(chunks))
             for (c, tree_only), old in zip(chunks, recorded):
                 if tree_only:
                     continue
-                # one update per token chunk: the loss detaches the current log-probs (no pass);
-                # tree-only chunks do not change what the token chunk sees. Otherwise the
-                # engine's log-probs of what it sampled (this params), or one more pass
-                if t.ppo_epochs > 1 or token_chunks > 1:
-                    c["old_logp"] = old if old_from == "rollout" else self.update.logprobs(self.params, state, c)
+                if need_old:
+                    c["old_logp"] = old if old is not None else self.update.logprobs(self.params, state, c)
                 if t.beta:
                     c["ref_logp"] = self.update.logprobs(self.ref_params, state, c)
             jax.block_until_ready(chunks)

@@ -18,14 +18,6 @@ D = 96
 PREAMBLE = [3, 4, 5, 6, 7, 8, 9, 10, 11]  # 9 tokens every row begins with: 8 are shared
 
 
-class _One:  # a single process
-    count, index = 1, 0
-
-    @staticmethod
-    def agree(*v):
-        return list(v)
-
-
 def _rows(seed: int, k: int):
     """Turns whose observations (between preamble and latents) differ in length."""
     rng = np.random.default_rng(seed)
@@ -44,6 +36,13 @@ def _first(s):
     return s.latent_pos[0] if len(s.latent_pos) else len(s.prompt_ids) - 1
 
 
+@pytest.fixture(scope="module")
+def one(one_device_mesh):
+    from activemem_jax.rl.hosts import Hosts
+
+    return Hosts(one_device_mesh)  # a single process
+
+
 @pytest.fixture(scope="module", params=[False, True], ids=["unrolled", "scanned"])
 def model(request, tmp_path_factory, one_device_mesh):
     from activemem_jax.models import load_pretrained
@@ -54,10 +53,10 @@ def model(request, tmp_path_factory, one_device_mesh):
 
 
 @pytest.mark.parametrize("k", [2, 0])
-def test_split_forward_equals_the_full_forward(model, k):
+def test_split_forward_equals_the_full_forward(model, one, k):
     steps = _rows(k, k)
     traj = [Trajectory(task={}, uid=0, steps=steps)]
-    split, gaps, longest = rows.frozen_split(steps, 0, _One)
+    split, gaps, longest = rows.frozen_split(steps, 0, one)
     firsts = [_first(s) for s in steps]
     assert split == (8, -(-max(firsts) // 8) * 8)
     assert {f + g for f, g in zip(firsts, gaps)} == {split[1]}  # every first latent (or response) in one column
@@ -84,11 +83,11 @@ def test_split_forward_equals_the_full_forward(model, k):
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-3, atol=1e-5)
 
 
-def test_rows_that_would_grow_fall_back_to_the_earliest_latent():
+def test_rows_that_would_grow_fall_back_to_the_earliest_latent(one):
     steps = _rows(0, 1)
     early = steps[4]  # the earliest latent, then a tail that pushes aligned rows past 128 columns
     early.prompt_ids[early.latent_pos[0] + 1:] = [7] * 105
-    split, gaps, longest = rows.frozen_split(steps, 0, _One)
+    split, gaps, longest = rows.frozen_split(steps, 0, one)
     firsts = [_first(s) for s in steps]
     assert rows.bucket(longest) == rows.bucket(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)) == 128
     assert gaps == [0] * len(steps) and split == (8, min(firsts) - min(firsts) % 8)
