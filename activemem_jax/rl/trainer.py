@@ -210,6 +210,8 @@ class Trainer:
         t = self.cfg.train
         algo = self.algo
         t0 = time.perf_counter()
+        enc = self.policy.encoder
+        reads0, lookups0 = enc.reads, enc.lookups
         result, group = self.rollout()
         t1 = time.perf_counter()
         rewards = np.asarray([tr.reward for tr in result.trajectories], np.float32)
@@ -279,6 +281,7 @@ class Trainer:
             skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)), algo=algo,
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
+            obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,
             tokens_per_s=(generated + int(batch["attention_mask"].sum())) / max(t3 - t0, 1e-9),
             generated_tokens=generated, time_rollout=t1 - t0, time_reference=t2 - t1,
             time_update=t3 - t2, time_step=t3 - t0)
