@@ -39,7 +39,9 @@ def base_config() -> ml_collections.ConfigDict:
         name="synthetic",          # activemem_jax/rl/tasks.py: synthetic | recall | first_token | multi_objective_qa
         seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,  # | single_qa | gsm8k | math
         n_facts=4, n_questions=0,  # recall: facts and questions per episode (0: one per fact)
-        codes=(),                  # recall: the closed answer set (empty: envs.recall.CODES, 8 colours)
+        codes=(),                  # recall, dossier: the closed answer set (empty: envs.recall.CODES, 8 colours)
+        dossier=dict(streams=16, episodes=4, entities=2, attributes=2, corrections=1, reminders=1, decoys=2,
+                     questions=4, horizon=2, carry=0.5, memory_sizes=(4, 8)),  # dossier: envs/dossier.py (sizes per episode)
         retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5,  # first_token: see rl.trainer
         qa_files=(),               # multi_objective_qa / single_qa: FlashRAG JSONL files
         index="", corpus="", retrieval_url="",  # their search: an index dir | a JSONL corpus | a server | closed-book

@@ -172,6 +172,9 @@ class ActiveMem:
         if len(uids) != e:
             raise ValueError(f"{len(uids)} uids for {e} tasks")
         temperature = c.temperature if temperature is None else temperature
+        check = getattr(env, "check_policy", None)  # an environment may refuse a tree that cannot solve it
+        if check is not None:
+            check(c, tasks)
         task_prompts = env.reset(tasks)
         if c.use_tree and float(self.query.count) == 0:
             sample = getattr(env, "sample_observations", None)

@@ -9,7 +9,8 @@ environment (`make_env()`, or `make_env(max_turns)` for a per-evaluation budget)
 expert's search backend (a retriever, for SFT on retrieval tasks) or None. Add a task
 family with one `@register("name")` line on its builder.
 
-Registered: synthetic (the embedded world), recall, first_token, multi_objective_qa
+Registered: synthetic (the embedded world), recall, dossier (envs/dossier.py: streams of
+entities with corrections, reminders and decoys), first_token, multi_objective_qa
 (MEM1's composition: N questions drawn from FlashRAG JSONL files, joined with "; ",
 answered with retrieval), single_qa (one question per task, the paper's Table 9),
 gsm8k and math (the math environment; `delimiter` set: delimiter steps).
@@ -180,6 +181,20 @@ def _recall(d, model):
     codes = recall_codes(d)
     tasks = make_recall_tasks(d.split, d.n_tasks, d.n_facts, seed=d.seed, n_questions=n_q, codes=codes)
     return tasks, (lambda: RecallEnv(d.split, codes=codes, max_turns=d.max_turns)), None
+
+
+@register("dossier")
+def _dossier(d, model):
+    from activemem_jax.envs.dossier import DossierEnv, make_dossier_tasks, turns_per_episode
+
+    sizes = d.dossier.to_dict() if "dossier" in d else {}
+    turns = turns_per_episode(sizes)
+    if d.max_turns < turns:
+        raise ValueError(f"data.dossier needs {turns} turns per episode (facts, corrections, reminders, decoys, "
+                         f"questions); data.max_turns is {d.max_turns}: raise it or shrink data.dossier")
+    codes = recall_codes(d)
+    tasks = make_dossier_tasks(d.split, seed=d.seed, codes=codes, **sizes)
+    return tasks, (lambda: DossierEnv(d.split, codes=codes, max_turns=d.max_turns)), None
 
 
 def recall_codes(d) -> tuple:
