@@ -85,23 +85,33 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
     every no-training rule by more than it. With one seed there is no spread and no claim."""
     from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.envs.recall import NO_TRAINING, make_recall_tasks
     from activemem_jax.rl.tasks import recall_codes
 
     codes = recall_codes(cfg.data)
-    tasks = make_recall_tasks("test", cfg.eval.n_tasks, cfg.data.n_facts, seed=cfg.data.seed + 1,
-                              n_questions=cfg.data.n_questions, codes=codes)
+    if cfg.data.name == "dossier":  # held-out streams, every episode in order (evaluate_streams)
+        from activemem_jax.envs.dossier import NO_TRAINING, check_sizes, make_dossier_tasks
+
+        sizes = check_sizes(cfg.data.dossier.to_dict())
+        sizes["streams"] = max(1, cfg.eval.n_tasks // sizes["episodes"])
+        tasks = make_dossier_tasks("test", seed=cfg.data.seed + 1, codes=codes, **sizes)
+        evaluate, table = ev.evaluate_streams, ev.format_stream_table
+    else:
+        from activemem_jax.envs.recall import NO_TRAINING, make_recall_tasks
+
+        tasks = make_recall_tasks("test", cfg.eval.n_tasks, cfg.data.n_facts, seed=cfg.data.seed + 1,
+                                  n_questions=cfg.data.n_questions, codes=codes)
+        evaluate, table = ev.evaluate_recall, ev.format_recall_table
     base = PolicyConfig.from_dict(cfg.policy.to_dict())
     rows = {}
     for trainer in trainers:
         seed = trainer.cfg.seed
         before = ActiveMem(trainer.gen_model, trainer.engine, base, seed=seed)
-        rows[f"before (seed {seed})"] = ev.evaluate_recall(before, tasks, seed=cfg.seed, codes=codes)
+        rows[f"before (seed {seed})"] = evaluate(before, tasks, seed=cfg.seed, codes=codes)
     for trainer in trainers:
         after = ActiveMem(trainer.gen_model, trainer.engine, base, seed=trainer.cfg.seed)
         _load_trained(after, trainer)
-        rows[f"after (seed {trainer.cfg.seed})"] = ev.evaluate_recall(after, tasks, seed=cfg.seed, codes=codes)
-    return ev.recall_verdict(rows, NO_TRAINING)
+        rows[f"after (seed {trainer.cfg.seed})"] = evaluate(after, tasks, seed=cfg.seed, codes=codes)
+    return ev.recall_verdict(rows, NO_TRAINING, table=table)
 
 
 def seed_configs(cfg) -> list:
@@ -160,7 +170,7 @@ def main(argv):
         if cfg.eval.enabled and jax.process_count() > 1:
             print("before/after evaluation skipped: run launch.eval_activemem on one host with "
                   f"--config.checkpoint={trainers[0].ckpt.directory}")
-        elif cfg.eval.enabled and cfg.data.name == "recall":
+        elif cfg.eval.enabled and cfg.data.name in ("recall", "dossier"):
             summary["eval"] = evaluate_recall_before_after(trainers, cfg)
         elif cfg.eval.enabled:
             table = evaluate_before_after(trainers[0], configs[0])

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional, Sequence
 
+import numpy as np
+
 from activemem_jax import metrics
 from activemem_jax.activemem.rollout import ActiveMem, PolicyConfig, Trajectory
 from activemem_jax.envs import MultiObjectiveQAEnv
@@ -188,6 +190,52 @@ def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "t
             **stats}
 
 
+def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
+                     temperature: float = 0.01, codes: Optional[Sequence[str]] = None) -> dict:
+    """Held-out accuracy on dossier streams (envs/dossier.py): every stream's episodes in
+    order, episode e of all streams as one batch, each batch committed (with its
+    maintenance) before the next, so later episodes read what earlier ones stored. The
+    commits go to the policy's tree and query space for the length of the evaluation and
+    are then put back: the policy's state is the same before and after.
+
+    Returns accuracy, format_failure, the baselines on the same tasks
+    (`envs.dossier.dossier_baselines`), the summed commit telemetry (inserts, updates,
+    pruned, merged), the final tree's size and depth histogram, and `actions`: for each
+    observation kind, the share of noop / insert / update the tree head chose."""
+    from activemem_jax.activemem.controller import TREE_ACTIONS
+    from activemem_jax.data.streams import StreamOrder
+    from activemem_jax.envs.dossier import CODES, DossierEnv
+
+    env = DossierEnv(split, codes=codes or CODES)
+    baselines = env.baselines(tasks)
+    order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
+    state = policy.memory_state
+    trajs, counts, mix = [], {}, {}
+    try:
+        for e in range(order.episodes):
+            part = next(order)
+            result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
+                                    uids=[t["stream"] * order.episodes + e for t in part], commit=True)
+            trajs += result.trajectories
+            for k in ("inserts", "updates", "pruned", "merged"):
+                counts[k] = counts.get(k, 0) + result.stats.get(k, 0)
+            for tr in result.trajectories:
+                for turn, step in zip(tr.task["turns"], tr.steps):
+                    row = mix.setdefault(turn["kind"], [0, 0, 0])
+                    row[step.tree_action] += 1
+        depths = np.asarray(policy.tree.depth)[np.asarray(policy.tree.valid)]
+        histogram = {int(d): int((depths == d).sum()) for d in sorted(set(depths.tolist())) if d > 0}
+    finally:
+        policy.memory_state = state
+    rewards = [t.reward for t in trajs]
+    in_set = [x for t in trajs for x in t.info.get("per_question_in_set", ())]
+    actions = {kind: {a: n / max(sum(row), 1) for a, n in zip(TREE_ACTIONS, row)} for kind, row in mix.items()}
+    return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs),
+            "format_failure": 1.0 - sum(in_set) / len(in_set) if in_set else 1.0, "baselines": baselines,
+            **counts, "tree_size": int(sum(histogram.values())), "depth_histogram": histogram,
+            "actions": actions}
+
+
 def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
     """rows: {name: evaluate_recall(...)} -> a markdown table; then the rules that need no
     training on the same tasks (`baselines`, else the first row's)."""
@@ -203,6 +251,36 @@ def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
     return "\n".join(lines)
 
 
+def format_stream_table(rows: dict) -> str:
+    """rows: {name: evaluate_streams(...)} -> a markdown table (accuracy, format failures,
+    the commits' telemetry, the final tree's depth histogram, the tree head's action mix on
+    decoys and corrections), then the rules that need no training on the same tasks."""
+    lines = ["| variant | accuracy | answers not a code | inserts | updates | pruned | merged | nodes by depth | "
+             "decoys: noop / insert / update | corrections: noop / insert / update |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def mix(r, kind):
+        a = r["actions"].get(kind)
+        return " / ".join(f"{a[k]:.2f}" for k in ("noop", "insert", "update")) if a else "-"
+
+    for name, r in rows.items():
+        depth = ", ".join(f"{d}: {n}" for d, n in sorted(r["depth_histogram"].items())) or "-"
+        lines.append(f"| {name} | {r['accuracy']:.3f} | {r['format_failure']:.2f} | {r.get('inserts', 0)} | "
+                     f"{r.get('updates', 0)} | {r.get('pruned', 0)} | {r.get('merged', 0)} | {depth} | "
+                     f"{mix(r, 'decoy')} | {mix(r, 'correction')} |")
+    b = next((r["baselines"] for r in rows.values()), None)
+    if b:
+        ks = sorted(int(k.split("_")[1]) for k in b if k.startswith("memory_"))
+        memory = ", ".join(f"{k}: {b[f'memory_{k}']:.3f}" for k in ks)
+        lines.append(f"baselines on the same tasks (no training): chance in the code set {b['chance']:.3f}, best "
+                     f"constant code ({b['best_constant_code']}) {b['best_constant']:.3f}, last code shown "
+                     f"{b['last_code']:.3f}, store everything (the threshold rule, perfect retrieval) "
+                     f"{b['store_all']:.3f}, ignore corrections {b['no_corrections']:.3f}, memory emptied each "
+                     f"episode {b['episode_only']:.3f}; a perfect memory of the k newest attributes, k = {memory}; "
+                     f"ceiling {b['ceiling']:.3f}")
+    return "\n".join(lines)
+
+
 def format_recall_baselines(b: dict) -> str:
     """One line: the no-training rules and the perfect k-fact memories on the same tasks."""
     ks = sorted(int(k.split("_")[1]) for k in b if k.startswith("memory_"))
@@ -212,12 +290,12 @@ def format_recall_baselines(b: dict) -> str:
             f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
 
 
-__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "format_recall_baselines",
-           "format_recall_table",
-           "format_table", "plot_peak_tokens", "summarize", "task_tokens", "trajectory_row", "variant_config"]
+__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams",
+           "format_recall_baselines", "format_recall_table", "format_stream_table", "format_table",
+           "plot_peak_tokens", "summarize", "task_tokens", "trajectory_row", "variant_config"]
 
 
-def recall_verdict(rows: dict, no_training) -> dict:
+def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) -> dict:
     """rows: {"before (seed s)": ..., "after (seed s)": ...} -> the summary, printed.
 
     LEARNED: the trained seeds' mean beats the best of the untrained controller's mean and
@@ -232,7 +310,7 @@ def recall_verdict(rows: dict, no_training) -> dict:
                "best_untrained_rule": best_name if baselines[best_name] >= sum(b) / len(b) else "before",
                "chance": baselines["chance"]}
     summary["margin"] = summary["after"] - best
-    print(format_recall_table(rows))
+    print((table or format_recall_table)(rows))
     line = (f"held-out recall accuracy: before {summary['before']:.3f}, after {summary['after']:.3f} "
             f"(mean of {len(a)} seed(s)); best untrained ({summary['best_untrained_rule']}) {best:.3f}, "
             f"margin {summary['margin']:+.3f}")

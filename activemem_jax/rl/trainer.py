@@ -47,6 +47,7 @@ TREE_METRICS = ("tree_loss", "tree_acc", "grad_norm", "skipped", "grad_shared", 
 class Trainer:
     def __init__(self, cfg, *, model=None, engine=None):
         from activemem_jax.data.loaders import grain_dataset
+        from activemem_jax.data.streams import StreamOrder, is_streamed
         from activemem_jax.engine import Engine
         from activemem_jax.models import load_from_config
         from activemem_jax.sharding import host_mesh, make_mesh
@@ -88,10 +89,15 @@ class Trainer:
         self.policy = ActiveMem(self.gen_model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()),
                                 seed=cfg.seed)
         self.tasks, self.make_env, self.search = build_tasks(cfg, model)
-        self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
-                                       process_index=self.hosts.index, process_count=self.hosts.count,
-                                       drop_remainder=True).repeat().to_iter_dataset()) \
-            if len(self.tasks) >= t.prompts_per_step else None
+        self.streamed = is_streamed(self.tasks)  # episodes of streams (envs/dossier.py): in order
+        if self.streamed:
+            self.data = StreamOrder(self.tasks, t.prompts_per_step, seed=cfg.seed, process_index=self.hosts.index,
+                                    process_count=self.hosts.count)
+        else:
+            self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
+                                           process_index=self.hosts.index, process_count=self.hosts.count,
+                                           drop_remainder=True).repeat().to_iter_dataset()) \
+                if len(self.tasks) >= t.prompts_per_step else None
         if self.data is None:
             raise ValueError(f"{len(self.tasks)} training tasks; train.prompts_per_step is {t.prompts_per_step}")
         lora = {}
@@ -172,8 +178,9 @@ class Trainer:
     def rollout(self):
         t = self.cfg.train
         tasks = next(self.data)
-        if self.algo == "sft":  # expert turns are deterministic: G batches of distinct prompts, not G copies
-            for _ in range(t.group_size - 1):
+        if self.algo == "sft" and not self.streamed:  # expert turns are deterministic: G batches of
+            for _ in range(t.group_size - 1):                # distinct prompts, not G copies (a stream's
+                                                             # next episodes must wait for this one)
                 tasks = list(tasks) + list(next(self.data))
             group = list(tasks)
         else:

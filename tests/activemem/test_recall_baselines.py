@@ -97,3 +97,25 @@ def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
         assert jax.tree.all(jax.tree.map(np.array_equal, before, after)), scope
 
         assert 0.0 <= r["format_failure"] <= 1.0 and r["baselines"]["ceiling"] == 1.0
+
+
+def test_a_stream_evaluation_carries_memory_across_episodes_and_puts_the_policy_back(embedded_model, engine):
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.envs.dossier import make_dossier_tasks
+    from configs import activemem_tiny_cpu
+
+    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
+    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "persistent",
+                                                               "tree_actions": False}), seed=0)
+    tasks = make_dossier_tasks("test", seed=3, streams=2, episodes=2, questions=2, corrections=0, reminders=0,
+                               decoys=1)
+    before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+    r = ev.evaluate_streams(policy, tasks)
+    after = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+    assert r["tasks"] == 4 and 0.0 <= r["accuracy"] <= 1.0 and r["baselines"]["store_all"] <= 1.0
+    # the threshold rule stores facts and decoys alike: inserts in both episodes, a tree that holds them
+    assert r["inserts"] > 0 and r["tree_size"] > 0 and sum(r["depth_histogram"].values()) == r["tree_size"]
+    assert r["actions"]["decoy"]["noop"] < 1.0  # the rule does not skip a decoy
+    assert set(r["actions"]) == {"fact", "decoy", "question"}

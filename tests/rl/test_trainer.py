@@ -98,3 +98,37 @@ def test_a_curve_evaluation_leaves_the_next_step_unchanged(tmp_path, tiny_model,
     for k in ("loss", "reward_mean", "tree_inserts", "tree_size"):
         assert m_eval[k] == m_plain[k], (k, m_eval[k], m_plain[k])
     assert float(np.asarray(state_plain[1]["query"].count)) > 0  # the commits did fold observations
+
+
+def test_dossier_streams_train_in_order_through_a_persistent_tree(tmp_path, tiny_model, tiny_engine):
+    """Each step runs the next episode of the same streams (data/streams.py) and commits to
+    one tree that outlives the episode; the order resumes from a checkpoint."""
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.log.tensorboard = False
+    cfg.policy.update(hidden=32)
+    cfg.data.dossier.update(streams=4, episodes=2, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=())
+    cfg.checkpoint.update(every=1, async_save=False)
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        seen = []
+        for _ in range(3):
+            state = trainer.data.get_state()
+            m = trainer.train_step()
+            seen.append(state["step"])
+            assert m["tree_inserts"] > 0  # the threshold rule (SFT) and sampled heads (GRPO) both write
+        assert seen == [0, 1, 2] and trainer.data.get_state() == {"step": 3}  # one batch of episodes a step
+        assert int(np.asarray(trainer.policy.tree.valid).sum()) > 1  # the tree kept what the episodes wrote
+        trainer.save()
+    finally:
+        trainer.close()
+    resumed = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        assert resumed.step == 3 and resumed.data.get_state() == {"step": 3}
+        assert int(np.asarray(resumed.policy.tree.valid).sum()) > 1
+    finally:
+        resumed.close()
