@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 
 from absl import app
 from absl import logging as absl_logging
@@ -152,9 +153,13 @@ def main(argv):
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.rl.trainer import Trainer
 
+    from activemem_jax.rl import preemption
+
+    preemption.install()  # SIGTERM / SIGINT: finish the step, save it, exit EXIT_PREEMPTED (75)
     configs = seed_configs(cfg)
     trainers, summary = [], {}
     model = engine = None
+    preempted = None
     try:
         for c in configs:  # the seeds share the backbone and the engine
             trainer = Trainer(c, model=model, engine=engine)
@@ -176,6 +181,9 @@ def main(argv):
             table = evaluate_before_after(trainers[0], configs[0])
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
             print(ev.format_table(table))
+    except preemption.Preempted as e:
+        preempted = e
+        summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}
     finally:
         for trainer in trainers:
             if trainer is not owner:
@@ -186,7 +194,12 @@ def main(argv):
         os.makedirs(cfg.out_dir, exist_ok=True)
         with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, default=float)
-        print(f"trained {summary['steps']} steps x {len(configs)} seed(s); wrote {cfg.out_dir}")
+        if preempted is None:
+            print(f"trained {summary['steps']} steps x {len(configs)} seed(s); wrote {cfg.out_dir}")
+    if preempted is not None:
+        print(f"preempted: {preempted}; rerun the same command to resume (exit {preemption.EXIT_PREEMPTED})",
+              file=sys.stderr)
+        sys.exit(preemption.EXIT_PREEMPTED)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import jax
 import numpy as np
 
 from activemem_jax.activemem import ActiveMem, PolicyConfig, init_lora, merge_lora, repeat_tasks
-from activemem_jax.rl import grpo, rows
+from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.rl.metrics_log import MetricsLog
@@ -298,7 +298,7 @@ class Trainer:
     def train(self, steps: Optional[int] = None) -> list[dict]:
         steps = self.cfg.train.steps if steps is None else steps
         history = []
-        with self.metrics.progress(total=steps, start=self.step) as advance:
+        with self.metrics.progress(total=steps, start=self.step) as advance, preemption.deferred():
             while self.step < steps:
                 m = self.train_step()
                 if m["skipped"]:
@@ -307,8 +307,15 @@ class Trainer:
                 self.metrics.write(m)
                 advance(m)
                 history.append(m)
-                if self.step % self.cfg.checkpoint.every == 0 or self.step == steps:
+                saved = self.step % self.cfg.checkpoint.every == 0 or self.step == steps
+                if saved:
                     self.save()
+                signum = preemption.requested(self.hosts)
+                if signum:  # rl/preemption.py: this step is kept; a rerun resumes after it
+                    if not saved:
+                        self.save()
+                    self.ckpt.wait()
+                    raise preemption.Preempted(signum, self.step, self.ckpt.directory)
         self.ckpt.wait()
         return history
 

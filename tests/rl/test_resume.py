@@ -110,3 +110,38 @@ def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny
             ckpt.restore({"controller": good.params, "lora": {}})
     finally:
         ckpt.close()
+
+
+def test_a_signal_saves_the_step_in_flight_and_a_rerun_loses_and_repeats_nothing(tmp_path, tiny_dir):
+    """A real SIGTERM to a real run between periodic saves (checkpoint.every is 50): the
+    step in flight is saved, exit 75; the rerun resumes after it and ends at step 6 with one
+    metrics line per step."""
+    out = str(tmp_path / "run")
+    metrics = os.path.join(out, "metrics.jsonl")
+    cmd = train_cmd(tiny_dir, out) + ["--config.checkpoint.every=50", "--config.eval.enabled=False"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and proc.poll() is None:
+            if os.path.exists(metrics) and open(metrics).read().count("\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before the signal"
+        proc.send_signal(signal.SIGTERM)  # SIGINT takes the same path (rl/preemption.py)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 75, err[-2000:]
+    assert "preempted: SIGTERM received after step" in err and "rerun the same command" in err
+    (step,) = saved_steps(out)  # the step in flight, saved by the signal (no periodic save before 50)
+    assert 2 <= step < 6
+    with open(metrics) as f:
+        assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == list(range(1, step + 1))
+    with open(os.path.join(out, "summary.json")) as f:
+        assert '"preempted"' in f.read()
+    subprocess.run(cmd, cwd=ROOT, env=clean_env(), check=True, capture_output=True, timeout=600)
+    assert saved_steps(out)[-1] == 6
+    with open(metrics) as f:
+        assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == [1, 2, 3, 4, 5, 6]
