@@ -1,16 +1,23 @@
 """Config files (`configs/*.py`, each with `get_config()`) outside absl's flags, for the
-benchmark scripts, with `section.key=value` overrides.
+benchmark scripts, with `section.key=value` overrides; and one-line errors for the absl
+launchers.
 
     cfg = load_config("configs/activemem_qwen3_8b.py", ["mesh.tensor=8", "model.path=Qwen3-8B"])
+    cfg = flag_value(_CONFIG)          # absl: a bad file or field ends the run in one line
+    with config_errors(): trainer = Trainer(cfg)
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import os
+import re
 import sys
 from typing import Iterable
+
+EXIT_CONFIG = 2  # a config that cannot be used (as a usage error)
 
 
 def apply_overrides(cfg, pairs: Iterable) -> None:
@@ -47,4 +54,77 @@ def load_config(path: str, overrides: Iterable = ()):
     return cfg
 
 
-__all__ = ["apply_overrides", "load_config"]
+def _first_line(e: Exception) -> str:
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+
+
+def _fail(message: str) -> None:
+    print(f"config error: {message}", file=sys.stderr)
+    sys.exit(EXIT_CONFIG)
+
+
+def flag_value(holder, argv: Iterable = None):
+    """The config an absl config-file flag holds, or exit EXIT_CONFIG with one line naming
+    the missing file or the unknown field (config_flags reports either as a traceback)."""
+    argv = list(sys.argv if argv is None else argv)
+    try:
+        value = holder.value
+        value.keys()  # a file that failed to load is a proxy that raises on first use
+        return value
+    except Exception as e:  # noqa: BLE001 (whatever config_flags raises, it is the config's fault)
+        if os.environ.get("ACTIVEMEM_TRACEBACK"):
+            raise
+        text = str(e)
+        name = getattr(holder, "name", "config")
+        if "Failed loading config file" in text or isinstance(e, OSError):
+            path = next((a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv)
+                         if a.startswith(f"--{name}=") or (a == f"--{name}" and i + 1 < len(argv))), "?")
+            why = next((line.strip() for line in text.splitlines() if "Errno" in line or "Error" in line),
+                       _first_line(e))
+            _fail(f"--{name}={path}: cannot load the config file ({why})")
+        _fail(_field_error(e, name, argv))
+
+
+def _field_error(e: Exception, name: str, argv: list) -> str:
+    """One line for an unknown --name.a.b override."""
+    text = str(e)
+    hint = re.search(r'Did you mean "(\w+)" instead of "(\w+)"', text)
+    m = re.search(r"'(\w+)", text)
+    key = hint.group(2) if hint else (m.group(1) if m else "")
+    given = next((a.split("=", 1)[0] for a in argv if a.startswith(f"--{name}.") and
+                  key in a.split("=", 1)[0].split(".")[1:]), "")
+    if given:
+        return f"{given}: no such config field '{key}'" + (f" (did you mean '{hint.group(1)}'?)" if hint else "")
+    return f"--{name}: {type(e).__name__}: {_first_line(e)}"
+
+
+def parse_flags(argv: list) -> list:
+    """absl's flag parsing (`app.run(main, flags_parser=parse_flags)`), with an unknown
+    config field or a bad value reported in one line (exit EXIT_CONFIG)."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        _fail(_first_line(e))
+    except (KeyError, AttributeError, ValueError, TypeError) as e:
+        if os.environ.get("ACTIVEMEM_TRACEBACK"):
+            raise
+        name = next((a[2:].split(".", 1)[0] for a in argv if a.startswith("--") and "." in a.split("=", 1)[0]),
+                    "config")
+        _fail(_field_error(e, name, argv))
+
+
+@contextlib.contextmanager
+def config_errors():
+    """A ValueError / FileNotFoundError / KeyError raised inside (the checks that name a
+    field) ends the run in one line; ACTIVEMEM_TRACEBACK=1 keeps the traceback."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        if os.environ.get("ACTIVEMEM_TRACEBACK"):
+            raise
+        _fail(f"{_first_line(e)} (ACTIVEMEM_TRACEBACK=1 shows where)")
+
+
+__all__ = ["EXIT_CONFIG", "apply_overrides", "config_errors", "flag_value", "load_config", "parse_flags"]

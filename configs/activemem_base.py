@@ -61,7 +61,10 @@ def base_config() -> ml_collections.ConfigDict:
         tree_coef=1.0, lambda_h=0.5, adv_eps=1e-6, normalize_std=True, logprob_chunk=128))
     c.optim = ml_collections.ConfigDict(dict(
         lr_controller=1e-5, lr_lora=1e-6, warmup_steps=50, weight_decay=0.0, max_grad_norm=1.0))
-    c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True))
+    # step: restore this step (0: the newest readable one); overwrite: with resume=False, set an
+    # existing run in out_dir aside (renamed, kept) instead of refusing to start
+    c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True, step=0,
+                                                  overwrite=False))
     c.log = ml_collections.ConfigDict(dict(tensorboard=True))
     c.eval = ml_collections.ConfigDict(dict(enabled=False, n_objectives=(1, 2), n_tasks=4, split="test",
                                             turns_per_objective=2, extra_turns=1, max_turns_cap=8,

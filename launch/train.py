@@ -143,7 +143,9 @@ def main(argv):
     for noisy in ("absl", "orbax", "jax", "etils"):  # orbax logs every file it writes at INFO
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("activemem_jax").setLevel(logging.INFO)
-    cfg = _CONFIG.value
+    from activemem_jax.config_files import config_errors, flag_value
+
+    cfg = flag_value(_CONFIG)
     from activemem_jax import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
@@ -151,18 +153,19 @@ def main(argv):
     import jax
 
     from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.rl import preemption
     from activemem_jax.rl.trainer import Trainer
 
-    from activemem_jax.rl import preemption
-
     preemption.install()  # SIGTERM / SIGINT: finish the step, save it, exit EXIT_PREEMPTED (75)
-    configs = seed_configs(cfg)
+    with config_errors():
+        configs = seed_configs(cfg)
     trainers, summary = [], {}
     model = engine = None
     preempted = None
     try:
         for c in configs:  # the seeds share the backbone and the engine
-            trainer = Trainer(c, model=model, engine=engine)
+            with config_errors():  # a field the trainer cannot use: one line naming it
+                trainer = Trainer(c, model=model, engine=engine)
             if model is None:
                 model, engine, owner = trainer.model, trainer.engine, trainer
             trainers.append(trainer)
@@ -203,4 +206,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    from activemem_jax.config_files import parse_flags
+
+    app.run(main, flags_parser=parse_flags)

@@ -19,6 +19,7 @@ what differs.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Optional
 
@@ -28,8 +29,24 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 
+log = logging.getLogger(__name__)
+
+
 class CheckpointMismatch(ValueError):
-    """A checkpoint does not fit the model / config it is restored into."""
+    """A checkpoint does not fit the model / config it is restored into (corrupt=True: its
+    files cannot be read)."""
+
+    def __init__(self, message: str, corrupt: bool = False):
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+def _short(e: Exception, limit: int = 200) -> str:
+    """An exception in one line: its type and the first line of its message (TensorStore
+    and orbax messages carry whole specs after it)."""
+    first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+    first = first if len(first) <= limit else first[:limit] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def to_saveable(params) -> dict:
@@ -64,6 +81,45 @@ class Checkpoints:
 
     def latest_step(self) -> Optional[int]:
         return self.manager.latest_step()
+
+    def steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
+    def set_aside(self, step: int, why: str) -> str:
+        """Rename step's folder to '<step>.<why>' (kept, never deleted), so later saves of
+        lower steps are not refused behind it; returns the new path."""
+        src = os.path.join(self.directory, str(step))
+        dst, n = f"{src}.{why}", 1
+        while os.path.exists(dst):
+            n += 1
+            dst = f"{src}.{why}{n}"
+        os.rename(src, dst)
+        self.manager.reload()
+        return dst
+
+    def restore_readable(self, params, opt_state=None, tree=None, step: Optional[int] = None) -> dict:
+        """restore(step) when a step is named (later steps are set aside as '.superseded', so
+        the run continues from it); else the newest step that can be read: an unreadable one
+        is set aside as '.unreadable' with one warning line, and the next older is tried. A
+        checkpoint that does not match the config is an error either way."""
+        if step is not None:
+            if step not in self.steps():
+                raise FileNotFoundError(f"checkpoint.step={step}: {self.directory} holds steps {self.steps()}")
+            out = self.restore(params, opt_state, tree, step=step)
+            for later in [s for s in self.steps() if s > step]:
+                log.warning("checkpoint step %d set aside as %s (resuming from the named step %d)",
+                            later, self.set_aside(later, "superseded"), step)
+            return out
+        for s in reversed(self.steps()):
+            try:
+                return self.restore(params, opt_state, tree, step=s)
+            except CheckpointMismatch as e:
+                if not e.corrupt:
+                    raise
+                log.warning("checkpoint step %d skipped: %s; kept as %s", s, str(e).split(": cannot be read (")[-1]
+                            .split("); the checkpoint")[0], self.set_aside(s, "unreadable"))
+        raise FileNotFoundError(f"{self.directory}: no readable checkpoint (every step was set aside as "
+                                "'.unreadable'); start a new run directory")
 
     def save(self, step: int, params, opt_state, tree, meta: dict) -> None:
         args = ocp.args.Composite(params=ocp.args.StandardSave(to_saveable(params)),
@@ -110,9 +166,12 @@ class Checkpoints:
         except CheckpointMismatch:
             raise
         except Exception as e:  # truncated / corrupt files
-            raise CheckpointMismatch(f"{self.directory} step {step}: cannot be read ({type(e).__name__}: "
-                                     f"{e}); the checkpoint is incomplete or corrupt, restore an "
-                                     "earlier step (step=...) or start a new run directory") from e
+            earlier = [s for s in self.steps() if s < step]
+            advice = (f"restore an earlier step (--config.checkpoint.step={earlier[-1]}; saved: {earlier})"
+                      if earlier else "no earlier step is saved")
+            raise CheckpointMismatch(f"{self.directory} step {step}: cannot be read ({_short(e)}); the checkpoint "
+                                     f"is incomplete or corrupt: {advice}, or start a new run directory",
+                                     corrupt=True) from None
         controller = params["controller"]
         restored_ctrl = jax.tree.map(lambda x: x, controller)
         nnx.replace_by_pure_dict(restored_ctrl, out["params"]["controller"])

@@ -56,6 +56,8 @@ class Trainer:
         t = cfg.train
         if t.algo not in ("grpo", "sft"):
             raise ValueError(f"train.algo={t.algo!r}: grpo or sft")
+        if t.steps < 0 or t.get("sft_steps", 0) < 0:
+            raise ValueError(f"train.steps={t.steps}, train.sft_steps={t.get('sft_steps', 0)}: need >= 0")
         if t.mini_batch_rows < 1 or t.group_size < 1 or t.prompts_per_step < 1:
             raise ValueError("train.mini_batch_rows, group_size and prompts_per_step must be >= 1")
         if t.get("old_logp", "rollout") not in ("rollout", "recompute"):
@@ -119,8 +121,17 @@ class Trainer:
         self.step = 0
         self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,
                                 async_save=cfg.checkpoint.async_save)
-        if cfg.checkpoint.resume and self.ckpt.latest_step() is not None:
-            self._restore()
+        c = cfg.checkpoint
+        if self.ckpt.steps() and not c.resume:
+            if not c.get("overwrite", False):
+                raise ValueError(f"checkpoint.resume=False, but {cfg.out_dir} holds a run (checkpoint steps "
+                                 f"{self.ckpt.steps()}): resume it (checkpoint.resume=True), give a new "
+                                 "--config.out_dir, or set --config.checkpoint.overwrite=True to set it aside")
+            self._set_aside_run()
+        if c.resume and self.ckpt.steps():
+            self._restore(int(c.get("step", 0)) or None)
+        elif c.get("step", 0):
+            raise ValueError(f"checkpoint.step={c.step}: {self.ckpt.directory} holds no checkpoint to restore")
         self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard, resume_step=self.step,
                                  enabled=jax.process_index() == 0)
         self._sync_policy()
@@ -140,8 +151,23 @@ class Trainer:
         memory = jax.tree.map(np.asarray, self.policy.memory_state)  # host arrays: the same on every host
         self.ckpt.save(self.step, self.params, self.opt_state, memory, self._meta())
 
-    def _restore(self):
-        out = self.ckpt.restore(self.params, self.opt_state, jax.tree.map(np.asarray, self.policy.memory_state))
+    def _set_aside_run(self):
+        """checkpoint.overwrite: the old run's checkpoints and metrics are renamed (kept)."""
+        n = 1
+        while os.path.exists(f"{self.ckpt.directory}.replaced{n}"):
+            n += 1
+        self.ckpt.close()
+        os.rename(self.ckpt.directory, f"{self.ckpt.directory}.replaced{n}")
+        metrics = os.path.join(self.cfg.out_dir, "metrics.jsonl")
+        if os.path.exists(metrics):
+            os.rename(metrics, f"{metrics}.replaced{n}")
+        log.warning("checkpoint.overwrite: the run in %s was set aside as checkpoints.replaced%d", self.cfg.out_dir, n)
+        self.ckpt = Checkpoints(self.ckpt.directory, keep=self.cfg.checkpoint.keep,
+                                async_save=self.cfg.checkpoint.async_save)
+
+    def _restore(self, step: Optional[int] = None):
+        out = self.ckpt.restore_readable(self.params, self.opt_state,
+                                         jax.tree.map(np.asarray, self.policy.memory_state), step=step)
         self.params = self.hosts.replicate(out["params"])
         self.opt_state = self.hosts.replicate(out["opt_state"])
         self.policy.memory_state = out["tree"]

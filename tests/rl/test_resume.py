@@ -90,26 +90,70 @@ def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny
     from tests.rl import train_config
 
     out = str(tmp_path / "run")
-    subprocess.run(train_cmd(tiny_dir, out, steps=2), cwd=ROOT, env=clean_env(), check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(train_cmd(tiny_dir, out, steps=4), cwd=ROOT, env=clean_env(), check=True,
+                   capture_output=True, timeout=600)  # steps 2 and 4 saved
     cfg = train_config.get_config()
     other = ActiveMem(tiny_model, None, PolicyConfig.from_dict({**cfg.policy.to_dict(), "num_latents": 4}))
     ckpt = Checkpoints(os.path.join(out, "checkpoints"), async_save=False)
     try:
         with pytest.raises(CheckpointMismatch, match="does not match this config"):
             ckpt.restore({"controller": other.params, "lora": {}})
-        # truncate every data file of the params item
-        step_dir = os.path.join(out, "checkpoints", "2", "params")
+        # truncate every data file of the newest step's params item
+        step_dir = os.path.join(out, "checkpoints", "4", "params")
         for root, _, files in os.walk(step_dir):
             for name in files:
                 if "manifest" in name or name.endswith(".zarray") or "d/" in os.path.join(root, name):
                     with open(os.path.join(root, name), "r+b") as f:
                         f.truncate(3)
         good = ActiveMem(tiny_model, None, PolicyConfig.from_dict(cfg.policy.to_dict()))
-        with pytest.raises(CheckpointMismatch, match="incomplete or corrupt"):
+        with pytest.raises(CheckpointMismatch, match="incomplete or corrupt") as bad:
             ckpt.restore({"controller": good.params, "lora": {}})
+        message = str(bad.value)  # one short line, naming the step to fall back to (no spec dump)
+        assert "\n" not in message and len(message) < 600 and "--config.checkpoint.step=2" in message
+        # the newest readable step instead: step 4 is set aside (kept), step 2 restored
+        out_ = ckpt.restore_readable({"controller": good.params, "lora": {}})
+        assert out_["step"] == 2 and ckpt.steps() == [2]
+        assert os.path.isdir(os.path.join(out, "checkpoints", "4.unreadable", "params"))
     finally:
         ckpt.close()
+    # the trainer: resume=False on a directory that holds a run refuses; checkpoint.step names a step
+    from activemem_jax.rl.trainer import Trainer
+
+    cfg.out_dir = out
+    cfg.model.path = tiny_dir
+    cfg.checkpoint.update(resume=False)
+    with pytest.raises(ValueError, match="holds a run"):
+        Trainer(cfg, model=tiny_model)
+    cfg.checkpoint.update(resume=True, step=3)
+    with pytest.raises(FileNotFoundError, match="checkpoint.step=3"):
+        Trainer(cfg, model=tiny_model)
+    cfg.checkpoint.update(step=2)
+    trainer = Trainer(cfg, model=tiny_model)
+    try:
+        assert trainer.step == 2
+    finally:
+        trainer.close()
+    cfg.checkpoint.update(resume=False, overwrite=True, step=0)  # the old run is set aside, not deleted
+    trainer = Trainer(cfg, model=tiny_model)
+    try:
+        assert trainer.step == 0 and os.path.isdir(os.path.join(out, "checkpoints.replaced1", "2"))
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--config.train.stepz=3"], "--config.train.stepz: no such config field 'stepz' (did you mean 'steps'?)"),
+    (["--config.train.steps=-1"], "train.steps=-1"),
+    (["--config=configs/nope.py"], "--config=configs/nope.py: cannot load the config file"),
+])
+def test_a_bad_config_is_one_line_naming_the_field(args, line):
+    cmd = [sys.executable, "-m", "launch.train", "--config", "tests/rl/train_config.py", "--config.model.path=x"]
+    if args[0].startswith("--config="):
+        cmd = [sys.executable, "-m", "launch.train"]
+    proc = subprocess.run(cmd + args, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300)
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("config error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and line in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
 
 
 def test_a_signal_saves_the_step_in_flight_and_a_rerun_loses_and_repeats_nothing(tmp_path, tiny_dir):
