@@ -39,7 +39,7 @@ def _config(overrides: dict, args, out_dir: str):
     cfg = activemem_tiny_cpu.get_config()
     cfg.out_dir = out_dir
     cfg.log.tensorboard = False
-    cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
+    cfg.checkpoint.update(every=10_000, resume=False, async_save=False, overwrite=True)
     cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps)
     cfg.data.update(n_facts=args.n_facts, n_questions=args.n_facts + 2, max_turns=2 * args.n_facts + 2)
     apply_overrides(cfg, [*args.set, *overrides.items()])  # "--set a.b=False" -> False, "1e-3" -> 0.001

@@ -33,6 +33,8 @@ cfg = activemem_tiny_cpu.get_config()
 cfg.out_dir = out
 cfg.log.tensorboard = False
 cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
+if "overwrite" in cfg.checkpoint:  # a fresh run whatever the directory holds (older commits lack the field)
+    cfg.checkpoint.overwrite = True
 cfg.train.update(steps=n_sft + n_grpo, sft_steps=n_sft)
 if "seeds" in cfg.train:
     cfg.train.seeds = ()
