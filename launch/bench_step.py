@@ -22,9 +22,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHASES = ("time_rollout", "time_reference", "time_update", "time_step")
+COMPILED_S = 0.5  # a step that spent this long compiling is left out of the medians
 
 _CHILD = r"""
 import json, statistics, sys
+from jax import monitoring
+COMPILE = [0.0]
+def _listen(event, duration, **kw):
+    if event in ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                 "/jax/core/compile/backend_compile_duration"):
+        COMPILE[0] += duration
+monitoring.register_event_duration_secs_listener(_listen)
 from activemem_jax.config_files import apply_overrides
 from configs import activemem_tiny_cpu
 from activemem_jax.rl.trainer import Trainer
@@ -50,8 +58,9 @@ apply_overrides(cfg, [s for s in sets if known(s)])
 tr = Trainer(cfg)
 rows = []
 while tr.step < n_sft + n_grpo:
+    c0 = COMPILE[0]
     m = tr.train_step()
-    rows.append({k: m[k] for k in ("algo",) + tuple(%r)})
+    rows.append({**{k: m[k] for k in ("algo",) + tuple(%r)}, "compile_s": COMPILE[0] - c0})
 tr.close()
 print("STEPS " + json.dumps(rows))
 """ % (PHASES,)
@@ -77,17 +86,21 @@ def _run(tree: str, args, sets) -> dict:
     rows = json.loads(line[len("STEPS "):])
     medians = {}
     for algo in ("sft", "grpo"):
-        timed = [r for r in rows if r["algo"] == algo][1:]  # the first step of each compiles
-        if timed:
-            medians[algo] = {k: statistics.median(r[k] for r in timed) for k in PHASES}
+        steps = [r for r in rows if r["algo"] == algo]
+        timed = [r for r in steps if r["compile_s"] < COMPILED_S]
+        if not timed:
+            raise RuntimeError(f"every {algo} step in {tree} compiled: give more steps (--{algo})")
+        medians[algo] = {k: statistics.median(r[k] for r in timed) for k in PHASES}
+        medians[algo].update(steps=len(steps), compiled=len(steps) - len(timed),
+                             compile_s=sum(r["compile_s"] for r in steps))
     return medians
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--against", default="9986f37", help="the commit to compare with")
-    p.add_argument("--sft", type=int, default=4)
-    p.add_argument("--grpo", type=int, default=3)
+    p.add_argument("--sft", type=int, default=6)
+    p.add_argument("--grpo", type=int, default=6)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", default="bench_results/step.json")
     args = p.parse_args()
@@ -102,6 +115,10 @@ def main():
             a, b = old[algo][k], new[algo][k]
             ratio = f"{a / b:.2f}x" if b > 0.05 else "-"
             print(f"| {algo} | {k[5:]} | {a:.2f} | {b:.2f} | {ratio} |")
+    for algo in ("sft", "grpo"):
+        print(f"{algo}: steps that compiled (left out) {old[algo]['compiled']}/{old[algo]['steps']} "
+              f"({old[algo]['compile_s']:.0f} s compiling) at {args.against}, {new[algo]['compiled']}/"
+              f"{new[algo]['steps']} ({new[algo]['compile_s']:.0f} s) here")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"against": args.against, "set": args.set, "old": old, "new": new}, f, indent=1)
