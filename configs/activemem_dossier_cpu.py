@@ -19,7 +19,7 @@ def get_config():
     c.engine.update(max_slots=16, max_len=256)
     c.policy = policy_defaults(num_latents=1, capacity=256, max_children=16, max_depth=4, max_ops=16, max_tokens=3,
                                hidden=256, latent_init_std=0.02, temperature=1.0, layout="observation",
-                               tree_scope="persistent", stop=("\n", "."), system_prompt="")
+                               tree_scope="stream", idle_utility="decay", stop=("\n", "."), system_prompt="")
     c.data.update(name="dossier", max_turns=12)
     c.data.dossier.update(streams=64)
     c.train.update(steps=80, sft_steps=60, group_size=4, prompts_per_step=4, mini_batch_rows=32, seeds=(0, 1),

@@ -33,15 +33,62 @@ def finish(c, tree, logs, overlay_paths, turns, returns):
 
     flat = resolved.reshape(e * n_turns, depth)
     tree, _ = jax.lax.scan(credit, tree, (flat, jnp.repeat(returns, n_turns)))
-    if c.maintenance:
-        tree, pruned, merged = hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge,
-                                                return_counts=True)
-    else:  # w/o merge/delete: utilities still tracked, nothing pruned or merged
-        tree, pruned, merged = hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0, return_counts=True)
+    tree, pruned, merged = _maintain(c, tree)
     entries = jnp.arange(logs.op.shape[-1])[None, :] < logs.length[:, None]
     updates = jnp.sum(entries & (logs.op == hlmt.OP_UPDATE))
     counts = {"inserts": jnp.sum(assigned >= 0), "updates": updates, "pruned": pruned, "merged": merged}
     return tree, resolved, counts
+
+
+def _maintain(c, tree):
+    idle = getattr(c, "idle_utility", "keep") == "decay"
+    if c.maintenance:
+        return hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge, return_counts=True,
+                                idle_decay=idle)
+    # w/o merge/delete: utilities still tracked, nothing pruned or merged
+    return hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0, return_counts=True, idle_decay=idle)
+
+
+def finish_groups(c, group_size: int, snapshots, logs, overlay_paths, credit_paths, turns, returns):
+    """tree_scope='stream' (activemem/streams.py): episodes come in groups of group_size
+    consecutive rollouts of one episode, each group reading one snapshot (snapshots [E],
+    equal within a group). Per group, the first rollout's log is committed to the
+    snapshot; every member's activations of snapshot nodes (credit_paths [E, turns, D],
+    `streams.snapshot_paths`) and the first rollout's activations of its own new nodes
+    are credited with the member's return; then the maintenance. Returns (trees [groups],
+    resolved [E, turns, D] (the first rollout's paths in the committed tree, the others'
+    snapshot nodes), summed counts)."""
+    e = logs.op.shape[0]
+    g = e // group_size
+
+    def grouped(x):
+        return x.reshape((g, group_size) + x.shape[1:])
+
+    def one(snap, log, paths, credit, turn, ret):
+        tree = jax.tree.map(lambda x: x[0], snap)
+        first = jax.tree.map(lambda x: x[:1], log)
+        tree, assigned = hlmt.commit(tree, first, return_slots=True)
+        own = hlmt.resolve_slots(jax.tree.map(lambda x: x[0], log), assigned[0], paths[0])
+        n_turns, depth = own.shape
+        real = jnp.arange(n_turns)[None, :] < turn[:, None]
+        resolved = jnp.where(real[..., None], credit.at[0].set(own), -1)
+
+        def credit_one(t, xs):
+            nodes, r = xs
+            return hlmt.record_activations(t, hlmt.Path(nodes, jnp.sum(nodes >= 0).astype(jnp.int32),
+                                                        jnp.zeros((depth,))), r), None
+
+        tree, _ = jax.lax.scan(credit_one, tree, (resolved.reshape(-1, depth), jnp.repeat(ret, n_turns)))
+        tree, pruned, merged = _maintain(c, tree)
+        entries = jnp.arange(first.op.shape[-1]) < first.length[0]
+        counts = {"inserts": jnp.sum(assigned >= 0), "updates": jnp.sum(entries & (first.op[0] == hlmt.OP_UPDATE)),
+                  "pruned": pruned, "merged": merged}
+        return tree, resolved, counts
+
+    trees, resolved, counts = jax.vmap(one)(jax.tree.map(grouped, snapshots), jax.tree.map(grouped, logs),
+                                            grouped(overlay_paths), grouped(credit_paths), grouped(turns),
+                                            grouped(returns))
+    return trees, resolved.reshape((e,) + resolved.shape[2:]), {k: jnp.sum(v) for k, v in counts.items()}
 
 
 def finish_episodes(c, empty, logs, overlay_paths, turns, returns):
@@ -85,4 +132,4 @@ def format_telemetry(t: dict) -> str:
     return line
 
 
-__all__ = ["finish", "finish_episodes", "format_telemetry", "telemetry"]
+__all__ = ["finish", "finish_episodes", "finish_groups", "format_telemetry", "telemetry"]

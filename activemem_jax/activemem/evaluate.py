@@ -210,20 +210,25 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     baselines = env.baselines(tasks)
     order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
     state = policy.memory_state
-    trajs, counts, mix = [], {}, {}
+    trajs, counts, mix, used = [], {}, {}, set()
     try:
         for e in range(order.episodes):
             part = next(order)
             result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
                                     uids=[t["stream"] * order.episodes + e for t in part], commit=True)
             trajs += result.trajectories
+            used.update(result.slots or ())
             for k in ("inserts", "updates", "pruned", "merged"):
                 counts[k] = counts.get(k, 0) + result.stats.get(k, 0)
             for tr in result.trajectories:
                 for turn, step in zip(tr.task["turns"], tr.steps):
                     row = mix.setdefault(turn["kind"], [0, 0, 0])
                     row[step.tree_action] += 1
-        depths = np.asarray(policy.tree.depth)[np.asarray(policy.tree.valid)]
+        if used:  # tree_scope='stream': the held-out streams' own trees
+            idx = sorted(used)
+            depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
+        else:
+            depths = np.asarray(policy.tree.depth)[np.asarray(policy.tree.valid)]
         histogram = {int(d): int((depths == d).sum()) for d in sorted(set(depths.tolist())) if d > 0}
     finally:
         policy.memory_state = state

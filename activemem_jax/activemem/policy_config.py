@@ -11,7 +11,8 @@ import numpy as np
 
 from activemem_jax.activemem.step import StepConfig
 
-SCOPES = ("persistent", "episode")
+SCOPES = ("persistent", "episode", "stream")
+IDLE = ("keep", "decay")
 STEP_MODES = ("turn", "delimiter")
 
 
@@ -28,7 +29,9 @@ class PolicyConfig:
     use_tree: bool = True          # False = w/o HLMT
     tree_actions: bool = True      # False = w/o tree action head (the threshold rule acts)
     maintenance: bool = True       # False = w/o merge/delete
-    tree_scope: str = "persistent"
+    tree_scope: str = "persistent"  # one tree across episodes | a fresh tree per episode | one tree per
+                                    # stream of episodes (activemem/streams.py; tasks carry "stream")
+    stream_slots: int = 16         # tree_scope='stream': trees kept at once (streams in flight)
     capacity: int = 1024
     max_children: int = 16
     max_depth: int = 8
@@ -43,6 +46,8 @@ class PolicyConfig:
     max_obs_tokens: int = 512      # an observation longer than this is read by its last tokens
     ema_beta: float = 0.1
     prune_fraction: float = 0.05
+    idle_utility: str = "keep"     # a node no activation reached this episode: keep its utility EMA, or
+                                   # "decay" it (S = 0), so memories that are no longer read get pruned
     max_tokens: int = 128          # per turn
     temperature: float = 1.0       # train 1.0; eval 0.01 (paper 6.1)
     top_p: float = 1.0
@@ -57,6 +62,10 @@ class PolicyConfig:
             raise ValueError("policy.step_mode='delimiter' needs a non-empty policy.delimiter")
         if self.tree_scope not in SCOPES:
             raise ValueError(f"policy.tree_scope={self.tree_scope!r}: use one of {SCOPES}")
+        if self.idle_utility not in IDLE:
+            raise ValueError(f"policy.idle_utility={self.idle_utility!r}: use one of {IDLE}")
+        if self.stream_slots < 1:
+            raise ValueError(f"policy.stream_slots={self.stream_slots}: need >= 1")
         if self.max_ops < 1:
             raise ValueError(f"policy.max_ops={self.max_ops}: need >= 1")
         if self.capacity < 2:
@@ -114,6 +123,9 @@ class Step:
     writer_op: np.ndarray = None    # [max_depth] OP_INSERT / OP_UPDATE of that write (0 none)
     writer_prev: np.ndarray = None  # [max_depth, d] the node before that update
     path_len: int = 0               # nodes retrieved (0: an empty path)
+    credit_path: np.ndarray = None  # [max_depth] the path's nodes that were in the episode's snapshot
+                                    # (-1 for nodes this rollout wrote): the node identities a GRPO
+                                    # group shares, what the hierarchical advantage credits
 
 
 @dataclasses.dataclass

@@ -37,7 +37,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax import compile_clock, metrics
 from activemem_jax.activemem.collate import collate
-from activemem_jax.activemem.commit import finish, finish_episodes, telemetry
+from activemem_jax.activemem import streams as stream_trees
+from activemem_jax.activemem.commit import finish, finish_episodes, finish_groups, telemetry
 from activemem_jax.activemem.controller import Controller
 from activemem_jax.activemem.layout import PromptLayout
 from activemem_jax.activemem.observe import ObservationEncoder
@@ -54,6 +55,9 @@ class RolloutResult:
     overlay_paths: jax.Array  # [E, turns, max_depth] paths in overlay slots
     committed: bool = flax.struct.field(pytree_node=False, default=False)
     stats: dict = flax.struct.field(pytree_node=False, default=None)  # tree telemetry (commit)
+    snapshots: hlmt.Tree = None  # tree_scope='stream': [E] the trees the episodes started from
+    slots: tuple = flax.struct.field(pytree_node=False, default=None)  # their stream store slots
+    group_size: int = flax.struct.field(pytree_node=False, default=1)
 
 
 @dataclasses.dataclass
@@ -100,10 +104,14 @@ class ActiveMem:
         self.graphdef, self.params = nnx.split(controller)
         self.encoder = ObservationEncoder(model, config.max_obs_tokens)
         self.tree = self.empty_tree()
+        self.streams = (self._replicated(stream_trees.init_store(config.stream_slots, config.capacity, d,
+                                                                 config.max_children, config.max_depth))
+                        if config.tree_scope == "stream" else None)
         self.query = self._replicated(qs.init_query_space(d, config.query_components, config.query_window))
         self._step = jax.jit(controller_step, static_argnums=(0, 9))
         self._finish = jax.jit(finish, static_argnums=(0,))
         self._finish_episodes = jax.jit(finish_episodes, static_argnums=(0,))
+        self._finish_groups = jax.jit(finish_groups, static_argnums=(0, 1))
         self._observe = jax.jit(qs.observe)
         self._project = jax.jit(qs.project)
 
@@ -124,13 +132,21 @@ class ActiveMem:
 
     @property
     def memory_state(self) -> dict:
-        """What a checkpoint keeps of the memory: the persistent tree and the query space."""
-        return {"tree": self.tree, "query": self.query}
+        """What a checkpoint keeps of the memory: the persistent tree (with tree_scope
+        'stream', the store of stream trees too) and the query space."""
+        state = {"tree": self.tree, "query": self.query}
+        if self.streams is not None:
+            state["streams"] = self.streams
+        return state
 
     @memory_state.setter
     def memory_state(self, state: dict) -> None:
         self.tree = self._replicated(jax.tree.map(jnp.asarray, state["tree"]))
         self.query = self._replicated(jax.tree.map(jnp.asarray, state["query"]))
+        if self.streams is not None:
+            if "streams" not in state:
+                raise ValueError("this memory state has no stream trees, but policy.tree_scope is 'stream'")
+            self.streams = self._replicated(jax.tree.map(jnp.asarray, state["streams"]))
 
     def fold_observations(self, pooled) -> None:
         """Fold pooled observation states [n, d] into the query space (rows padded to a
@@ -160,10 +176,12 @@ class ActiveMem:
     def rollout(self, env, tasks: Sequence[dict], *, seed: int = 0, greedy: bool = False,
                 uids: Optional[Sequence[int]] = None, commit: bool = True,
                 temperature: Optional[float] = None, tree_rule: bool = False,
-                responder: Optional[Callable[[int, int], str]] = None) -> RolloutResult:
+                responder: Optional[Callable[[int, int], str]] = None, group_size: int = 1) -> RolloutResult:
         """Roll out `tasks` in lockstep. greedy: argmax tree actions; tree_rule: the
         threshold rule's tree actions (SFT); responder(episode, turn) -> text replaces the
-        model's generation (scripted / expert turns; their log-probs are recorded as 0)."""
+        model's generation (scripted / expert turns; their log-probs are recorded as 0).
+        group_size: tasks come in groups of this many consecutive copies of one episode
+        (GRPO): with tree_scope 'stream', a group reads one snapshot and commits one tree."""
         c, eng = self.config, self.engine
         e = len(tasks)
         if e == 0:
@@ -179,8 +197,15 @@ class ActiveMem:
         if c.use_tree and float(self.query.count) == 0:
             sample = getattr(env, "sample_observations", None)
             self.calibrate(sample() if sample is not None else task_prompts)
-        snapshot = self.tree if c.tree_scope == "persistent" else self.empty_tree()
-        overlays = _stack(snapshot, e)
+        if e % group_size:
+            raise ValueError(f"{e} tasks do not split into groups of {group_size}")
+        slots = None
+        if c.tree_scope == "stream":
+            self.streams, slots = stream_trees.assign(self.streams, tasks)
+            overlays = stream_trees.gather(self.streams, slots)
+        else:
+            overlays = _stack(self.tree if c.tree_scope == "persistent" else self.empty_tree(), e)
+        snapshots = overlays
         logs = _stack(hlmt.new_log(c.max_ops, self.model.config.hidden_size), e)
         histories: list[list[tuple[str, str]]] = [[] for _ in range(e)]
         trajs = [Trajectory(task=t, uid=u, steps=[]) for t, u in zip(tasks, uids)]
@@ -256,7 +281,14 @@ class ActiveMem:
         max_depth = c.max_depth
         overlay_paths = (jnp.stack(paths, axis=1) if paths
                          else jnp.full((e, 0, max_depth), -1, jnp.int32))
-        result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths)
+        credit = np.asarray(stream_trees.snapshot_paths(snapshots.valid, overlay_paths))
+        for i, t in enumerate(trajs):
+            for j, s in enumerate(t.steps):
+                s.credit_path = credit[i, j]
+        result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths,
+                               snapshots=snapshots if c.tree_scope == "stream" else None,
+                               slots=tuple(int(x) for x in slots) if slots is not None else None,
+                               group_size=group_size)
         return self.commit(result) if commit else result
 
     def _observation(self, task_prompt: str, history) -> str:
@@ -320,15 +352,20 @@ class ActiveMem:
             return telemetry(result.trajectories, {}, self.tree)
         returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
-        tree, _, counts = self._finish_logs(result.logs, result.overlay_paths, turns, returns)
+        tree, _, counts = self._finish_logs(result.logs, result.overlay_paths, turns, returns, result)
         return telemetry(result.trajectories, jax.device_get(counts), tree)
 
-    def _finish_logs(self, logs, paths, turns, returns):
-        """(tree, resolved, counts) of committing these logs: onto the persistent tree, or
-        each episode onto its own fresh tree (tree_scope='episode'). Assigns nothing."""
+    def _finish_logs(self, logs, paths, turns, returns, result: RolloutResult):
+        """(tree, resolved, counts) of committing these logs: onto the persistent tree,
+        each episode onto its own fresh tree (tree_scope='episode'), or each group onto its
+        stream's snapshot (tree_scope='stream': trees [groups]). Assigns nothing."""
         c = self.config
         if c.tree_scope == "persistent":
             return self._finish(c, self.tree, logs, paths, turns, returns)
+        if c.tree_scope == "stream":
+            credit = stream_trees.snapshot_paths(result.snapshots.valid, paths)
+            return self._finish_groups(c, result.group_size, result.snapshots, logs, paths, credit, turns,
+                                       returns)
         return self._finish_episodes(c, self.empty_tree(), logs, paths, turns, returns)
 
     def commit(self, result: RolloutResult, gather: Optional[Callable] = None,
@@ -353,12 +390,17 @@ class ActiveMem:
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
         logs, paths, offset = result.logs, result.overlay_paths, 0
         if gather is not None:
+            if c.tree_scope == "stream":
+                raise ValueError("policy.tree_scope='stream' keeps each process's streams on that process; "
+                                 "multi-process training with stream trees is not supported yet")
             logs, paths, turns, returns, offset = gather(logs, paths, turns, returns)
         if paths.shape[1] == 0:
             return result.replace(committed=True, stats=telemetry(result.trajectories, {}, self.tree))
-        tree, resolved, counts = self._finish_logs(logs, paths, turns, returns)
+        tree, resolved, counts = self._finish_logs(logs, paths, turns, returns, result)
         if c.tree_scope == "persistent":
             self.tree = tree
+        elif c.tree_scope == "stream":
+            self.streams = stream_trees.scatter(self.streams, result.slots, tree, result.group_size)
         resolved = np.asarray(resolved)[offset:offset + len(result.trajectories)]
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):

@@ -1,7 +1,10 @@
 """Deferred maintenance at episode end (paper 3.3 "TreeMaintenance", SPEC 4.4).
 
 1. Utility: S(n) = mean return of this episode's activations of n;
-   utility_ema <- (1 - beta) utility_ema + beta S for activated nodes.
+   utility_ema <- (1 - beta) utility_ema + beta S for activated nodes. With idle_decay, a
+   node no activation reached this episode scores S = 0 (utility_ema <- (1 - beta)
+   utility_ema): a memory that is no longer read sinks towards the prune line; without
+   it, an unread node keeps its utility.
 2. Prune: the floor(prune_fraction * M) valid non-root nodes with the lowest utility
    (ties: lower slot first) are removed one after another; each one's children go to its
    parent. A prune whose children would overflow the parent's children row is skipped.
@@ -25,10 +28,11 @@ _BIG = jnp.iinfo(jnp.int32).max
 
 
 def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
-                tau_merge: float = 0.9, merge_batch: int = 1024, return_counts: bool = False):
+                tau_merge: float = 0.9, merge_batch: int = 1024, return_counts: bool = False,
+                idle_decay: bool = False):
     """Run the episode-end maintenance; returns the new tree (and, with return_counts,
     the number of nodes pruned and merged away)."""
-    tree = _update_utility(tree, beta)
+    tree = _update_utility(tree, beta, idle_decay)
     before = jnp.sum(tree.valid)
     tree = _prune(tree, prune_fraction)
     pruned = before - jnp.sum(tree.valid)
@@ -43,10 +47,11 @@ def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
     return (tree, pruned.astype(jnp.int32), merged.astype(jnp.int32)) if return_counts else tree
 
 
-def _update_utility(tree: Tree, beta) -> Tree:
+def _update_utility(tree: Tree, beta, idle_decay: bool = False) -> Tree:
     hit = tree.episode_hits > 0
     score = tree.episode_return_sum / jnp.maximum(tree.episode_hits, 1).astype(jnp.float32)
-    ema = jnp.where(hit, (1.0 - beta) * tree.utility_ema + beta * score, tree.utility_ema)
+    moves = (hit | tree.valid) if idle_decay else hit  # idle: S = 0 for an unread valid node
+    ema = jnp.where(moves, (1.0 - beta) * tree.utility_ema + beta * jnp.where(hit, score, 0.0), tree.utility_ema)
     return tree.replace(utility_ema=ema.astype(jnp.float32))
 
 

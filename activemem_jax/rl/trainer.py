@@ -218,7 +218,7 @@ class Trainer:
         if self.algo == "sft":
             return self._expert_rollout(env, group, uids), group
         result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.hosts.count == 1,
-                                     temperature=self.policy.config.temperature)
+                                     temperature=self.policy.config.temperature, group_size=t.group_size)
         if self.hosts.count > 1:
             result = self.policy.commit(result, gather=self.hosts.gather_commit)
         return result, group
@@ -255,7 +255,8 @@ class Trainer:
             return {"step": self.step, "reward_mean": float(rewards.mean()), "skipped": 1.0, "updates": 0,
                     "time_step": time.perf_counter() - t0}
         episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
-        paths = np.stack([s.path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
+        # node credit keyed by identity: the snapshot nodes every rollout of the group read
+        paths = np.stack([s.credit_path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
         extra = {}
         if algo == "grpo":  # A_{i,t} for the token (and latent) loss and the tree term alike (SPEC 4.5 R2)
             tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths,

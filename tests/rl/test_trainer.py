@@ -100,9 +100,10 @@ def test_a_curve_evaluation_leaves_the_next_step_unchanged(tmp_path, tiny_model,
     assert float(np.asarray(state_plain[1]["query"].count)) > 0  # the commits did fold observations
 
 
-def test_dossier_streams_train_in_order_through_a_persistent_tree(tmp_path, tiny_model, tiny_engine):
+def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_model, tiny_engine):
     """Each step runs the next episode of the same streams (data/streams.py) and commits to
-    one tree that outlives the episode; the order resumes from a checkpoint."""
+    the stream's own tree, which outlives the episode; the order and the trees resume from
+    a checkpoint: the same trees, and the same tree actions on the next episodes."""
     from activemem_jax.rl.trainer import Trainer
     from configs import activemem_dossier_cpu
 
@@ -110,25 +111,44 @@ def test_dossier_streams_train_in_order_through_a_persistent_tree(tmp_path, tiny
     cfg.out_dir = str(tmp_path)
     cfg.log.tensorboard = False
     cfg.policy.update(hidden=32)
-    cfg.data.dossier.update(streams=4, episodes=2, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=())
     cfg.checkpoint.update(every=1, async_save=False)
+
+    def next_actions(trainer):  # greedy tree actions on the next batch, the policy left as it was
+        state, memory = trainer.data.get_state(), trainer.policy.memory_state
+        tasks = next(trainer.data)
+        trainer.data.set_state(state)
+        result = trainer.policy.rollout(trainer.make_env(), tasks, seed=1, greedy=True, commit=False,
+                                        temperature=0.01)
+        trainer.policy.memory_state = memory
+        return [[s.tree_action for s in t.steps] for t in result.trajectories]
+
     trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
     try:
         seen = []
-        for _ in range(3):
+        for _ in range(2):  # SFT (the threshold rule) writes into each stream's tree
             state = trainer.data.get_state()
             m = trainer.train_step()
             seen.append(state["step"])
-            assert m["tree_inserts"] > 0  # the threshold rule (SFT) and sampled heads (GRPO) both write
-        assert seen == [0, 1, 2] and trainer.data.get_state() == {"step": 3}  # one batch of episodes a step
-        assert int(np.asarray(trainer.policy.tree.valid).sum()) > 1  # the tree kept what the episodes wrote
+            assert m["tree_inserts"] > 0
+        assert seen == [0, 1] and trainer.data.get_state() == {"step": 2}  # one batch of episodes a step
+        store = trainer.policy.streams
+        held = np.asarray(store.ids) >= 0
+        assert held.sum() == 2  # two streams in flight, one slot each
+        assert all(int(np.asarray(store.trees.valid[i]).sum()) > 1 for i in np.flatnonzero(held))
         trainer.save()
+        saved = jax.tree.map(np.asarray, trainer.policy.streams)
+        actions = next_actions(trainer)
     finally:
         trainer.close()
     resumed = Trainer(cfg, model=tiny_model, engine=tiny_engine)
     try:
-        assert resumed.step == 3 and resumed.data.get_state() == {"step": 3}
-        assert int(np.asarray(resumed.policy.tree.valid).sum()) > 1
+        assert resumed.step == 2 and resumed.data.get_state() == {"step": 2}
+        for a, b in zip(jax.tree.leaves(saved), jax.tree.leaves(jax.tree.map(np.asarray, resumed.policy.streams))):
+            np.testing.assert_array_equal(a, b)
+        assert next_actions(resumed) == actions
+        m = resumed.train_step()  # GRPO: a group of 2 rollouts per stream commits one tree per stream
+        assert m["algo"] == "grpo" and np.isfinite(m["loss"])
     finally:
         resumed.close()

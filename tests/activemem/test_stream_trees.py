@@ -1,0 +1,130 @@
+"""Stream-scoped trees (activemem/streams.py, commit.finish_groups) against hand-built
+trees: which slot a stream gets, which writes a group commits, which activations it
+credits, and node credit keyed by identity (rl/grpo.hierarchical_advantages)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from activemem_jax.activemem import streams
+from activemem_jax.activemem.commit import finish_groups
+from activemem_jax.activemem.policy_config import PolicyConfig
+from activemem_jax.memory import tree as hlmt
+from activemem_jax.rl import grpo
+
+D = 8
+
+
+def _task(stream, episode):
+    return {"id": f"s{stream}e{episode}", "stream": stream, "episode": episode}
+
+
+def _unit(i):
+    v = np.zeros((D,), np.float32)
+    v[i] = 1.0
+    return jnp.asarray(v)
+
+
+def test_streams_keep_their_slot_start_empty_at_episode_0_and_evict_the_least_recent():
+    store = streams.init_store(3, capacity=8, dim=D, max_children=4, max_depth=3)
+    store, slots = streams.assign(store, [_task(7, 0), _task(7, 0), _task(9, 0)])
+    assert slots.tolist() == [0, 0, 1]
+    # write a node into stream 7's tree, then ask for its next episode: same slot, tree kept
+    tree = jax.tree.map(lambda x: x[0], store.trees)
+    tree, _ = hlmt.insert_node(tree, 0, _unit(1))
+    store = store.replace(trees=jax.tree.map(lambda a, t: a.at[0].set(t), store.trees, tree))
+    store, slots = streams.assign(store, [_task(7, 1), _task(5, 0)])
+    assert slots.tolist() == [0, 2]
+    assert int(np.asarray(store.trees.valid[0]).sum()) == 2          # root + the node, kept
+    # a fourth stream evicts the least recently used slot not in the batch (stream 9's)
+    store, slots = streams.assign(store, [_task(7, 2), _task(4, 1)])
+    assert slots.tolist() == [0, 1]
+    assert int(np.asarray(store.trees.valid[1]).sum()) == 1          # a stream new to its slot starts empty
+    # episode 0 of a stream held already starts over (the next pass over the data)
+    store, slots = streams.assign(store, [_task(7, 0)])
+    assert slots.tolist() == [0] and int(np.asarray(store.trees.valid[0]).sum()) == 1
+    with pytest.raises(ValueError, match="policy.stream_slots"):
+        streams.assign(store, [_task(s, 0) for s in range(4)])
+    with pytest.raises(ValueError, match="tree_scope='stream'"):
+        streams.assign(store, [{"id": "x"}])
+
+
+def test_a_group_commits_its_first_rollouts_writes_and_credits_every_members_snapshot_reads():
+    cfg = PolicyConfig(tree_scope="stream", capacity=8, max_children=4, max_depth=3, max_ops=2,
+                       prune_fraction=0.0, ema_beta=0.5)
+    snap = hlmt.init_tree(8, D, 4, 3)
+    snap, a = hlmt.insert_node(snap, 0, _unit(0))                     # slot 1: in the snapshot
+    snapshots = jax.tree.map(lambda x: jnp.stack([x, x]), snap)
+    logs = jax.tree.map(lambda x: jnp.stack([x, x]), hlmt.new_log(2, D))
+    overlays = snapshots
+    # member 0 inserts under node 1, member 1 inserts another node under the root: both
+    # land in overlay slot 2 of their own overlay
+    o0, l0, s0 = hlmt.log_insert(jax.tree.map(lambda x: x[0], overlays), jax.tree.map(lambda x: x[0], logs), 1,
+                                 _unit(2), 0)
+    o1, l1, s1 = hlmt.log_insert(jax.tree.map(lambda x: x[1], overlays), jax.tree.map(lambda x: x[1], logs), 0,
+                                 _unit(3), 0)
+    assert int(s0) == int(s1) == 2
+    logs = jax.tree.map(lambda x, y: jnp.stack([x, y]), l0, l1)
+    # turn 0: member 0 read [1], member 1 read [1]; turn 1: each read its own new node 2
+    paths = jnp.asarray([[[1, -1, -1], [1, 2, -1]], [[1, -1, -1], [2, -1, -1]]], jnp.int32)
+    credit = streams.snapshot_paths(snapshots.valid, paths)
+    assert np.asarray(credit).tolist() == [[[1, -1, -1], [1, -1, -1]], [[1, -1, -1], [-1, -1, -1]]]
+    returns = jnp.asarray([1.0, 0.0])
+    trees, resolved, counts = finish_groups(cfg, 2, snapshots, logs, paths, credit, jnp.asarray([2, 2]), returns)
+    tree = jax.tree.map(lambda x: x[0], trees)
+    valid = np.asarray(tree.valid)
+    assert valid.sum() == 3 and int(counts["inserts"]) == 1            # root, node 1, member 0's node only
+    new = [i for i in np.flatnonzero(valid) if i not in (0, 1)][0]
+    assert int(tree.parent[new]) == 1 and np.allclose(np.asarray(tree.emb[new]), np.asarray(_unit(2)))
+    assert not np.any(np.all(np.isclose(np.asarray(tree.emb), np.asarray(_unit(3))), axis=-1))
+    # node 1: 3 reads (member 0 twice, member 1 once) -> visits 3, S = (1 + 1 + 0) / 3
+    assert int(tree.visits[1]) == 3
+    assert np.isclose(float(tree.utility_ema[1]), 0.5 * (2.0 / 3.0))
+    assert int(tree.visits[new]) == 1 and np.isclose(float(tree.utility_ema[new]), 0.5)
+    assert np.asarray(resolved).tolist()[0] == [[1, -1, -1], [1, new, -1]]
+    assert np.asarray(resolved).tolist()[1] == [[1, -1, -1], [-1, -1, -1]]
+
+
+def test_idle_decay_lets_unread_memories_sink_to_the_prune_line():
+    t = hlmt.init_tree(8, D, 4, 3)
+    for i in range(4):
+        t, _ = hlmt.insert_node(t, 0, _unit(i))
+    t = t.replace(utility_ema=t.utility_ema.at[1:5].set(jnp.asarray([0.9, 0.8, 0.7, 0.6])))
+    read = hlmt.Path(jnp.asarray([1, -1, -1]), jnp.int32(1), jnp.zeros((3,)))
+    for _ in range(3):  # node 1 (the best) is never read again; node 4 (the worst) is read with return 1
+        t2 = hlmt.record_activations(t, read.replace(nodes=jnp.asarray([4, -1, -1])), 1.0)
+        t = hlmt.end_episode(t2, beta=0.5, prune_fraction=0.0, idle_decay=True)
+    ema = np.asarray(t.utility_ema)
+    assert np.allclose(ema[1:4], np.asarray([0.9, 0.8, 0.7]) * 0.125)
+    assert np.isclose(ema[4], 1.0 - 0.4 * 0.125)
+    kept = hlmt.end_episode(t2, beta=0.5, prune_fraction=0.0, idle_decay=False)
+    assert np.isclose(float(kept.utility_ema[1]), float(t2.utility_ema[1]))  # without decay it stays
+    pruned = hlmt.end_episode(t, beta=0.5, prune_fraction=0.5, idle_decay=True)
+    assert np.asarray(pruned.valid)[1:5].tolist() == [True, False, False, True]  # the two least useful
+
+
+def test_node_credit_is_keyed_by_identity_not_by_slot_index():
+    """A group of 3 rollouts: rollouts 0 and 1 each wrote a node that happens to sit in
+    overlay slot 5; they are different nodes, so neither is credited with the other's
+    return. All three read snapshot node 2, whose utility is the group's mean return."""
+    rewards = np.asarray([1.0, 0.0, 0.0], np.float32)
+    episode = np.asarray([0, 0, 1, 1, 2], np.int32)
+    overlay = np.asarray([[2, -1], [5, -1], [2, -1], [5, -1], [2, -1]], np.int32)
+    snapshot_valid = np.zeros((3, 8), bool)
+    snapshot_valid[:, [0, 2]] = True
+    rows = snapshot_valid[episode]
+    credit = np.asarray(streams.snapshot_paths(jnp.asarray(rows), jnp.asarray(overlay)[:, None, :]))[:, 0]
+    assert credit.tolist() == [[2, -1], [-1, -1], [2, -1], [-1, -1], [2, -1]]
+    eps = 1e-6
+    got = np.asarray(grpo.hierarchical_advantages(rewards, 3, episode, credit, num_nodes=8, lambda_h=0.5,
+                                                  eps=eps))
+    mean, std = 1.0 / 3.0, np.std([1.0, 0.0, 0.0], ddof=1)  # the group std grpo uses (n - 1)
+    a = (rewards - mean) / (std + eps)
+    # U(2) = mean return of the rollouts that read node 2 = the group mean: node term 0
+    want = a[episode]
+    assert np.allclose(got, want, atol=1e-5)
+    # keyed by slot index, slot 5 would be one node read by rollouts 0 and 1: U = 0.5
+    by_slot = np.asarray(grpo.hierarchical_advantages(rewards, 3, episode, overlay, num_nodes=8, lambda_h=0.5,
+                                                      eps=eps))
+    assert np.isclose(by_slot[1] - want[1], 0.5 * (0.5 - mean) / (std + eps), atol=1e-5)
