@@ -58,12 +58,11 @@ class _Missing(Exception):
     """A row lacks a field (already reported to the sieve under skip)."""
 
 
-def _field(row: dict, key: str, path: str, line, sieve: Optional[RowSieve] = None):
+def _field(row: dict, key: str, path: str, line, sieve: RowSieve):
+    """row[key]; a missing key is bad under the sieve's policy (strict: a KeyError naming
+    the file, the row and the fields it has)."""
     if key not in row:
-        message = f"{path}: row {line} has no {key!r} field (has {sorted(row)})"
-        if sieve is None:
-            raise KeyError(message)
-        sieve.bad(line, f"no {key!r} field", message, KeyError)
+        sieve.bad(line, f"no {key!r} field", f"{path}: row {line} has no {key!r} field (has {sorted(row)})", KeyError)
         raise _Missing(key)
     return row[key]
 
