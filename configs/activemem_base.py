@@ -44,6 +44,8 @@ def base_config() -> ml_collections.ConfigDict:
                      questions=4, horizon=2, carry=0.5, memory_sizes=(4, 8)),  # dossier: envs/dossier.py (sizes per episode)
         retrieval_topk=3, format_reward=0.0, prompts=(), target_words=(), fraction=0.5,  # first_token: see rl.trainer
         qa_files=(),               # multi_objective_qa / single_qa: FlashRAG JSONL files
+        bad_rows="strict",         # qa_files / path rows: strict (stop at the first bad row) | skip (drop
+                                   # them, one summary line per reason; exact duplicates merged)
         index="", corpus="", retrieval_url="",  # their search: an index dir | a JSONL corpus | a server | closed-book
         path="", delimiter=""))    # gsm8k / math: the data file; delimiter: delimiter steps (policy.step_mode)
     c.train = ml_collections.ConfigDict(dict(

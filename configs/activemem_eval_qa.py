@@ -35,6 +35,7 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
         index="",           # a directory written by `python -m activemem_jax.data.index build`
         corpus="",          # or a JSONL corpus indexed in memory (small corpora)
         retrieval_url="",   # or a Search-R1 retrieval server
+        bad_rows="strict",  # qa_files rows: strict (stop at the first bad row) | skip (drop, one line per reason)
         retrieval_topk=3, seed=0,
         n_objectives=(1, 2, 4, 8, 16) if table == "table7" else (1,),
         n_tasks=100 if table == "table7" else 500, max_turns=12))

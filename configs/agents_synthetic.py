@@ -28,6 +28,7 @@ def get_config() -> ml_collections.ConfigDict:
         name="synthetic",   # synthetic | gaia | browsecomp_plus
         seed=0, n_entities=2000, split="dev", n_objectives=(1, 4), n_tasks=5,
         path="", queries="", corpus="", canary="",   # gaia dir / browsecomp files
+        bad_rows="strict",  # gaia metadata / browsecomp queries rows: strict | skip (drop, one line per reason)
         text_only="",       # gaia (paper A.1): "" all | no_attachment | readable_attachment
         balance="",         # browsecomp_plus (A.1: n_tasks=150, 1:1:1): "" first n | a level field | evidence_terciles
     ))

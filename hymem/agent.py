@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Optional
+from typing import Callable, Optional
 
 from hymem import prompts
 from hymem.distill import Distiller
-from hymem.events import Answer, ContextGuard, ContextTruncated, Fold, ForcedAnswer, InvalidAction, PlannerTurn
+from hymem.events import (Answer, ContextGuard, ContextTruncated, Event, Fold, ForcedAnswer, InvalidAction,
+                          PlannerTurn)
 from hymem.memory import Memories, fold
 from hymem.parsing import parse_executor, parse_iso, parse_planner, parse_results
 from hymem.protocol import Result, RunState, agent_fields, register
@@ -85,9 +86,12 @@ class HyMemRun(RunState):
 class HyMemAgent:
     persistent_space = "planner"
 
-    def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None, aux=None):
-        """aux: the auxiliary model's client (phi(o | d)); None: the main client."""
+    def __init__(self, client, tools: Toolbox, config: Optional[HyMemConfig] = None, aux=None,
+                 on_event: Optional[Callable[[Event], None]] = None):
+        """aux: the auxiliary model's client (phi(o | d)); None: the main client.
+        on_event(event): called with each trace event as it happens (the CLI's progress)."""
         self.client, self.tools, self.config = client, tools, config or HyMemConfig()
+        self.on_event = on_event
         self._distill = Distiller((aux or client) if self.config.model_distill else None)
         cfg = self.config  # an ablated planner is told only of the actions it has (Table 2)
         self._planner_system = prompts.planner_prompt(cfg.isolated_reasoning, cfg.memory_management)
@@ -252,7 +256,7 @@ class HyMemAgent:
 
     def run(self, question: str) -> Result:
         cfg = self.config
-        run = HyMemRun(question)
+        run = HyMemRun(question, listener=self.on_event)
         history: list[dict] = []
         answer, confidence = None, None
         while run.planner_turn < cfg.planner_turns and answer is None:
@@ -262,10 +266,12 @@ class HyMemAgent:
             run.planner_turn += 1
             history.append({"role": "assistant", "content": text})
             action = parse_planner(text)
+            did = action.kind if action.kind != "invalid" else f"invalid: {action.reason[:80]}"
             if action.kind == "answer":
                 answer, confidence = action.content, action.confidence
             elif (action.kind == "iso" and not cfg.isolated_reasoning) or (
                     action.kind == "fold" and not cfg.memory_management):  # not offered: invalid
+                did = f"invalid: {action.kind} is not available"
                 run.emit(InvalidAction("planner", f"{action.kind} is not available in this configuration"))
                 history.append({"role": "user", "content": self._planner_correction})
             elif action.kind == "task":
@@ -285,20 +291,32 @@ class HyMemAgent:
                 run.emit(InvalidAction("planner", action.reason[:200]))
                 history.append({"role": "user", "content": self._planner_correction})
             run.emit(PlannerTurn(run.planner_turn, run.last_tokens.get("planner", 0), run.total_tokens(),
-                                 len(history)))
+                                 len(history), did))
             if answer is None and action.kind != "fold" and cfg.memory_management:
                 trigger = self._trigger(run, history)
                 if trigger:
                     self._fold(run, history, trigger)
-        if answer is None:  # one forced-answer turn
+        if answer is None:  # one forced-answer turn; an unparsable reply is no answer (strict)
             messages = self._planner_messages(run, history) + [{"role": "user", "content": prompts.FORCE_ANSWER}]
             text = self._call(run, messages, "planner")
             action = parse_planner(text)
             answer = action.content if action.kind == "answer" else ""
             confidence = action.confidence if action.kind == "answer" else None
-            run.emit(ForcedAnswer())
+            run.emit(ForcedAnswer(action.kind == "answer", text, _forced_why(action, text)))
         run.emit(Answer(answer, confidence, run.planner_turn, run.memories.folds))
         return run.result(answer, confidence)
+
+
+def _forced_why(action, text: str) -> str:
+    """What the parser found in the forced turn."""
+    if action.kind == "answer":
+        return "the forced turn wrote an <answer>"
+    if not str(text).strip():
+        return "the forced turn returned no text"
+    if action.kind == "invalid":
+        return ("no <answer> tag in the forced turn" if action.reason == "no action"
+                else f"no single <answer> in the forced turn ({action.reason})")
+    return f"the forced turn wrote a {action.kind} action instead of an <answer>"
 
 
 def _chars(messages: list) -> int:

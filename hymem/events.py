@@ -66,6 +66,7 @@ class PlannerTurn(Event):
     context_tokens: int  # the persistent context's last prompt + completion
     total_tokens: int  # every space's tokens so far
     history_messages: int
+    action: str = ""  # what the turn did (HyMem: task, iso, fold, answer, invalid: <why>)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +118,13 @@ class DistillFallback(Event):
 
 @dataclasses.dataclass(frozen=True)
 class ForcedAnswer(Event):
+    """The turn that asks for an answer once the planner's budget is spent. Scoring stays
+    strict (an unparsable reply is no answer); `text` is the reply as written, `why` says
+    what the parser found when `parsed` is False."""
     type: ClassVar[str] = "forced_answer"
+    parsed: bool
+    text: str
+    why: str
 
 
 @dataclasses.dataclass(frozen=True)

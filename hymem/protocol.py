@@ -41,9 +41,12 @@ class RunState:
     question: str
     trace: list[dict] = dataclasses.field(default_factory=list)
     usage: dict = dataclasses.field(default_factory=dict)
+    listener: Optional[Callable[[Event], None]] = None  # sees each event as it happens (progress)
 
     def emit(self, event: Event) -> None:
         self.trace.append(event.as_dict())
+        if self.listener is not None:
+            self.listener(event)
 
     def call(self, client, messages: list, space: str, sampling: dict) -> Completion:
         return traced_complete(client, messages, space, sampling, self.usage, self.trace)

@@ -13,6 +13,8 @@ there. `trials` (the paper's A.1: at least 3) runs every task that many times, t
 k >= 1 sampling with seed + k; the summary has each agent's Pass@1 mean over trials and their
 standard deviation. `benchmark.balance` picks BrowseComp-Plus tasks 1:1:1 by difficulty
 (A.1's 150 tasks; see `select_balanced`).
+`benchmark.bad_rows=skip` drops the bad rows of a GAIA metadata or BrowseComp-Plus queries
+file (one summary line per reason) instead of stopping at the first (strict, the default).
 A task that raises is recorded with its error and retried by the next run. A dead
 endpoint (`model.max_consecutive_failures` failed calls in a row, after retries with
 backoff) stops the run with a clear message; finished rows and the summary are kept.
@@ -43,7 +45,10 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/agents_synthetic.py
 def load_tasks(cfg):
     """([{id, question, answers: [[gold...]...], files?}], corpus documents) for the
     configured benchmark."""
+    from activemem_jax.data.bad_rows import check_policy
+
     b = cfg.benchmark
+    bad_rows = check_policy(b.get("bad_rows", "strict"), "benchmark.bad_rows")
     if b.name == "synthetic":
         from activemem_jax.data import synthetic_world
 
@@ -55,12 +60,13 @@ def load_tasks(cfg):
     if b.name == "gaia":
         from activemem_jax.data.loaders import load_gaia
 
-        rows = [r for r in load_gaia(b.path) if gaia_keeps(r, b.get("text_only", ""))][: b.n_tasks]
+        rows = [r for r in load_gaia(b.path, bad_rows=bad_rows)
+                if gaia_keeps(r, b.get("text_only", ""))][: b.n_tasks]
         return [gaia_task(r) for r in rows], []
     if b.name == "browsecomp_plus":
         from activemem_jax.data.loaders import load_browsecomp_plus
 
-        data = load_browsecomp_plus(b.queries, b.corpus, canary=b.canary or None)
+        data = load_browsecomp_plus(b.queries, b.corpus, canary=b.canary or None, bad_rows=bad_rows)
         rows = select_balanced(data["queries"], b.get("balance", ""), b.n_tasks, b.seed)
         return ([{"id": r["id"], "question": r["question"], "answers": [r["answers"]]} for r in rows],
                 data["corpus"])

@@ -17,8 +17,13 @@ def tiny_dir(tmp_path_factory):
     return str(d)
 
 
-def test_eight_fake_devices_are_visible():
-    assert len(jax.devices()) == 8
+def test_a_minus_one_axis_takes_the_remaining_devices():
+    mesh = shd.make_mesh(data=2, fsdp=-1, tensor=2)
+    assert dict(mesh.shape) == {"data": 2, "fsdp": 2, "tensor": 2}
+    assert sorted(d.id for d in mesh.devices.flat) == sorted(d.id for d in jax.devices())
+    assert dict(shd.host_mesh().shape) == {"data": 1, "fsdp": len(jax.local_devices()), "tensor": 1}
+    with pytest.raises(ValueError, match="at most one mesh axis may be -1"):
+        shd.make_mesh(data=-1, fsdp=-1)
 
 
 @pytest.mark.parametrize("axes", [dict(fsdp=2, tensor=4), dict(data=8)])

@@ -19,6 +19,10 @@ Retrieval for the QA tasks: `index` (a directory `python -m activemem_jax.data.i
 build` wrote), else `corpus` (a JSONL corpus, indexed in memory), else `retrieval_url`
 (a Search-R1 retrieval server), else closed-book (searches return nothing). A path that
 does not exist stops the run with the field's name and the path.
+
+Bad rows in the data files of the real-data tasks (qa_files, path): `bad_rows` "strict"
+(the default) stops at the first, naming the file and the row; "skip" drops them with one
+summary line per reason and merges exact duplicates (activemem_jax/data/bad_rows.py).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ def build_section(d, model, where: str = "benchmark"):
     """The same for any config section with a `name` (an evaluation's `benchmark`)."""
     if d.name not in BUILDERS:
         raise ValueError(f"{where}.name={d.name!r}: use one of {sorted(BUILDERS)}")
+    from activemem_jax.data.bad_rows import check_policy
+
+    check_policy(d.get("bad_rows", "strict"), f"{where}.bad_rows")
     return BUILDERS[d.name](d, model)
 
 
@@ -106,7 +113,8 @@ def _qa_pool(d) -> list[dict]:
         raise ValueError("data.qa_files is empty: give FlashRAG JSONL files, e.g. ('<dir>/hotpotqa/train.jsonl',)")
     pool = []
     for k, f in enumerate(files):
-        for row in load_flashrag(_path({"qa_files": f}, "qa_files", f"FlashRAG JSONL file {k}")):
+        for row in load_flashrag(_path({"qa_files": f}, "qa_files", f"FlashRAG JSONL file {k}"),
+                                 bad_rows=d.get("bad_rows", "strict")):
             pool.append({**row, "id": f"{k}:{row['id']}"})
     return pool
 
@@ -148,7 +156,8 @@ def _math_env(d):
 def _math(d, model):
     from activemem_jax.data.loaders import load_gsm8k, load_math
 
-    rows = (load_gsm8k if d.name == "gsm8k" else load_math)(_path(d, "path", f"the {d.name} data"))
+    rows = (load_gsm8k if d.name == "gsm8k" else load_math)(_path(d, "path", f"the {d.name} data"),
+                                                            bad_rows=d.get("bad_rows", "strict"))
     rows = rows[: d.n_tasks] if d.get("n_tasks", 0) else rows
     tasks = [{**r, "questions": [r["question"]], "answers": [[r["answer"]]]} for r in rows]
     return tasks, _math_env(d), None

@@ -37,7 +37,9 @@ def test_hymem_and_react_on_the_synthetic_benchmark(tmp_path, embedded_model):
                               url + "/v1", "--model", "m", "--planner-turns", "1", "--execute-turns", "1",
                               "--max-tokens", "24"], capture_output=True, text=True, timeout=600)
     assert cli.returncode == 0, cli.stderr[-2000:]
-    assert "--- planner" in cli.stderr and '"answer"' in cli.stdout  # turns shown live, answer printed
+    assert "--- planner" in cli.stderr and "[hymem] planner turn 1/1: " in cli.stderr  # turns shown live
+    out = json.loads(cli.stdout)  # stdout is the JSON result alone
+    assert isinstance(out["answer"], str) and isinstance(out["forced"], bool) and out["forced"] == ("why" in out)
     assert set(summary) == {"hymem", "react"} and all(s["tasks"] == 3 for s in summary.values())
     rows = [json.loads(line) for line in open(tmp_path / "run" / "results.jsonl")]
     assert len(rows) == 6 and all(0.0 <= r["score"] <= 1.0 for r in rows)

@@ -69,6 +69,7 @@ OUTPUTS = hostile_outputs()
 
 def test_every_parser_survives_every_output():
     t0 = time.perf_counter()
+    labeled = 0
     for text in OUTPUTS:
         assert parse_planner(text).kind in ("task", "iso", "fold", "answer", "invalid")
         assert parse_executor(text).kind in ("tool", "results", "invalid")
@@ -78,11 +79,16 @@ def test_every_parser_survives_every_output():
         assert value is None or isinstance(value, dict)
         c = parse_confidence(text)
         assert c is None or 0.0 <= c <= 1.0
-        labeled_fields(str(text), ("FINDINGS", "STATUS"))
+        fields = labeled_fields(str(text), ("FINDINGS", "STATUS"))  # each a stripped slice after its label
+        assert all(f"{k}:" in str(text) and v == v.strip() and v in str(text) for k, v in fields.items())
+        assert set(fields) <= {"FINDINGS", "STATUS"} and (fields or not ("\nFINDINGS:" in str(text)
+                                                                         or str(text).startswith("STATUS:")))
+        labeled += bool(fields)
         assert isinstance(distill(text), str)
         done = parse_answer(text)
         assert done is None or isinstance(done[0], str)
         assert all(isinstance(b, str) for b in tagged("spawn", text))
+    assert labeled > 100  # the labeled-fields checks above were not vacuous
     assert time.perf_counter() - t0 < 120  # linear parsers: seconds, not hours (not a benchmark)
 
 
