@@ -305,7 +305,8 @@ def abstract_controller(cfg, model_cfg):
     p = cfg.policy
     ctrl = nnx.eval_shape(lambda: Controller(model_cfg.hidden_size, num_latents=p.num_latents, hidden=p.hidden,
                                              activation=p.activation, max_residual=p.max_write_residual,
-                                             latent_init_std=p.latent_init_std, rngs=nnx.Rngs(0)))
+                                             latent_init_std=p.latent_init_std, key_head=p.get("key_head", False),
+                                             rngs=nnx.Rngs(0)))
     return nnx.split(ctrl)
 
 

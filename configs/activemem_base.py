@@ -51,6 +51,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.train = ml_collections.ConfigDict(dict(
         algo="grpo",               # grpo | sft
         sft_steps=0,               # grpo: the first steps are SFT on expert turns (a warm start)
+        sft_tree="rule",           # SFT's tree actions: the threshold rule | "expert" (env.expert_write)
+        key_coef=0.0, key_tau=0.1,  # SFT's loss on the key head (policy.key_head): env.observation_key
         steps=500, group_size=8, prompts_per_step=8,   # rollout batch 64 = 8 prompts x G 8
         seeds=(),                  # launch.train trains one controller per seed (init + data), () = (seed,)
         mini_batch_rows=64, ppo_epochs=1,

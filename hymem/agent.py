@@ -297,7 +297,8 @@ class HyMemAgent:
                 if trigger:
                     self._fold(run, history, trigger)
         if answer is None:  # one forced-answer turn; an unparsable reply is no answer (strict)
-            messages = self._planner_messages(run, history) + [{"role": "user", "content": prompts.FORCE_ANSWER}]
+            messages = self._planner_messages(run, history) + [{"role": "user", "content": prompts.FORCE_ANSWER.format(
+                question=run.question)}]
             text = self._call(run, messages, "planner")
             action = parse_planner(text)
             answer = action.content if action.kind == "answer" else ""

@@ -130,7 +130,11 @@ PLANNER_CORRECTION = ("Your response had no valid action. Reply with <think>...<
 EXECUTOR_CORRECTION = ("Your response had no valid action. Reply with <think>...</think> and either one "
                        "<tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call> or <results>...</results>. {why}")
 ISO_CORRECTION = "Reply with <think>...</think> and either one <task>...</task> or <return>...</return>."
-FORCE_ANSWER = ("The planning budget is exhausted. Give your best final answer now: "
+# The forced turn restates the question: a small planner whose context ends in corrections
+# and tool output otherwise copies this message back (measured on the embedded 135M model:
+# "The planning budget is exhausted." without the question, "The capital of France is
+# Paris." with it).
+FORCE_ANSWER = ("Question: {question}\nThe planning budget is exhausted. Answer the question now, in the form "
                 "<answer>...</answer><confidence>0-1</confidence>.")
 
 

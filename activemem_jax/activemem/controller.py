@@ -48,7 +48,7 @@ class ControllerOutput:
 class Controller(nnx.Module):
     def __init__(self, d_model: int, *, num_latents: int, hidden: int = 512,
                  activation: str = "gelu", latent_init=None, latent_init_std: float = 1e-3,
-                 max_residual: float = 0.5, rngs: nnx.Rngs):
+                 max_residual: float = 0.5, key_head: bool = False, rngs: nnx.Rngs):
         if num_latents not in (0, 1, 2, 4, 8):
             raise ValueError(f"num_latents={num_latents}: use 0, 2, 4 or 8 (1 also works)")
         if activation not in ACTIVATIONS:
@@ -71,6 +71,9 @@ class Controller(nnx.Module):
         self.insert = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
         self.gate = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
         self.update = nnx.Linear(hidden, d, rngs=rngs, kernel_init=zeros)
+        # the retrieval key head (off by default): the tree search compares normalize(x + W_key x)
+        # of the query and of each node, W_key from zero; the nodes themselves are unchanged
+        self.key = nnx.Linear(d, d, rngs=rngs, kernel_init=zeros) if key_head else None
 
     def shared(self, h, p_bar):
         h = jnp.asarray(h, jnp.float32)
@@ -78,6 +81,18 @@ class Controller(nnx.Module):
         p = jnp.asarray(p_bar, jnp.float32) * jnp.sqrt(jnp.float32(self.d_model))
         act = ACTIVATIONS[self.activation]
         return act(self.mlp_out(act(self.mlp_in(jnp.concatenate([h, p], axis=-1)))))
+
+    def key_of(self, q):
+        """What the tree search compares: a unit vector q itself, or with the key head
+        normalize(q + W_key q) (trained by SFT's key loss, `rl.update.key_loss`), applied
+        to the query and to every node alike, so a node keeps what was written (the
+        value a question wants) while the search looks only at what the key keeps (what
+        it is about). Finite for zero rows (empty slots, padding)."""
+        q = jnp.asarray(q, jnp.float32)
+        if self.key is None:
+            return q
+        k = q + self.key(q)
+        return k * jax.lax.rsqrt(jnp.maximum(jnp.sum(k * k, axis=-1, keepdims=True), 1e-24))
 
     def latents(self, u):
         """m_t [B, K, d] from u [B, hidden] (what the training forward recomputes)."""

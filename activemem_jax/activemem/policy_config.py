@@ -13,6 +13,8 @@ from activemem_jax.activemem.step import StepConfig
 
 SCOPES = ("persistent", "episode", "stream")
 IDLE = ("keep", "decay")
+DESCEND = ("threshold", "closer")
+POOLS = ("mean", "leaf")
 STEP_MODES = ("turn", "delimiter")
 
 
@@ -38,7 +40,13 @@ class PolicyConfig:
     max_ops: int = 16              # op-log entries per episode
     tau_stop: float = 0.6          # calibrated to the query space below (memory/query_space.py)
     tau_merge: float = 0.9
+    path_pool: str = "mean"        # p_bar: the path's mean (paper) | "leaf": its last node (a path
+                                   # through a group keeps one node's value, not the group's blend)
+    descend: str = "threshold"     # the search steps to the best child while its cosine >= tau_stop;
+                                   # "closer": and while it is closer to the query than its parent
     max_write_residual: float = 0.5  # cap on |W_ins u| and |W_upd u| (controller.py says why)
+    key_head: bool = False         # a learned retrieval key k = normalize(q + W_key q) (SFT trains it
+                                   # on the environment's observation keys: train.key_coef)
     query_components: int = 4      # top principal directions removed from the query space
     query_window: int = 4096       # observations in the running mean, then an EMA
     query_fold: bool = True        # fold each rollout's observations into the query space at commit
@@ -62,6 +70,10 @@ class PolicyConfig:
             raise ValueError("policy.step_mode='delimiter' needs a non-empty policy.delimiter")
         if self.tree_scope not in SCOPES:
             raise ValueError(f"policy.tree_scope={self.tree_scope!r}: use one of {SCOPES}")
+        if self.path_pool not in POOLS:
+            raise ValueError(f"policy.path_pool={self.path_pool!r}: use one of {POOLS}")
+        if self.descend not in DESCEND:
+            raise ValueError(f"policy.descend={self.descend!r}: use one of {DESCEND}")
         if self.idle_utility not in IDLE:
             raise ValueError(f"policy.idle_utility={self.idle_utility!r}: use one of {IDLE}")
         if self.stream_slots < 1:
@@ -97,7 +109,8 @@ class PolicyConfig:
     @property
     def step_config(self) -> StepConfig:
         return StepConfig(use_tree=self.use_tree, tree_actions=self.tree_actions,
-                          tau_stop=self.tau_stop, tau_merge=self.tau_merge)
+                          tau_stop=self.tau_stop, tau_merge=self.tau_merge, closer=self.descend == "closer",
+                          pool=self.path_pool)
 
 
 @dataclasses.dataclass
@@ -123,6 +136,8 @@ class Step:
     writer_op: np.ndarray = None    # [max_depth] OP_INSERT / OP_UPDATE of that write (0 none)
     writer_prev: np.ndarray = None  # [max_depth, d] the node before that update
     path_len: int = 0               # nodes retrieved (0: an empty path)
+    obs_key: str = ""               # the environment's name for what the observation is about
+                                    # (env.observation_key; "" none): the key head's loss groups by it
     credit_path: np.ndarray = None  # [max_depth] the path's nodes that were in the episode's snapshot
                                     # (-1 for nodes this rollout wrote): the node identities a GRPO
                                     # group shares, what the hierarchical advantage credits

@@ -27,10 +27,11 @@ def _unit(x):
     return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), EPS * EPS))
 
 
-def recompute_p_bar(controller, batch: dict):
+def recompute_p_bar(controller, batch: dict, pool: str = "mean"):
     """batch: p_bar [R, d] and, from `collate.path_rows`, path_mask [R, D], path_emb,
     writer_op, writer_h, writer_p_bar, writer_q, writer_prev. Without them (or D = 0)
-    the recorded p_bar comes back unchanged."""
+    the recorded p_bar comes back unchanged. pool: "mean" (the paper's path mean) or
+    "leaf" (the path's last node), as the rollout pooled (policy.path_pool)."""
     if "path_mask" not in batch or batch["path_mask"].shape[-1] == 0:
         return batch["p_bar"]
     mask = batch["path_mask"]
@@ -46,6 +47,9 @@ def recompute_p_bar(controller, batch: dict):
     emb = jnp.where(op == hlmt.OP_INSERT, inserted,
                     jnp.where(op == hlmt.OP_UPDATE, updated, flat(batch["path_emb"])))
     emb = emb.reshape(r, depth, d) * mask[..., None]
+    if pool == "leaf":  # the last node of the path (zeros when empty)
+        last = jnp.maximum(jnp.sum(mask, axis=1) - 1, 0)
+        return jnp.take_along_axis(emb, last[:, None, None], axis=1)[:, 0]
     return jnp.sum(emb, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1)[:, None].astype(jnp.float32)
 
 

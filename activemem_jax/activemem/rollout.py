@@ -66,6 +66,9 @@ class _Scripted:
     logprobs: list
 
 
+EXPERT_ACTIONS = {"none": 0, "insert": 1, "update": 2}
+
+
 def repeat_tasks(tasks: Sequence[dict], group_size: int) -> list[dict]:
     """Each task G times in a row (a GRPO group per prompt)."""
     return [t for t in tasks for _ in range(group_size)]
@@ -98,7 +101,7 @@ class ActiveMem:
                              np.float32)[0]  # the placeholder's own embedding (dequantized if int8)
             controller = Controller(d, num_latents=config.num_latents, hidden=config.hidden,
                                     activation=config.activation, latent_init=emb,
-                                    max_residual=config.max_write_residual,
+                                    max_residual=config.max_write_residual, key_head=config.key_head,
                                     latent_init_std=config.latent_init_std,
                                     rngs=nnx.Rngs(seed))
         self.graphdef, self.params = nnx.split(controller)
@@ -176,12 +179,17 @@ class ActiveMem:
     def rollout(self, env, tasks: Sequence[dict], *, seed: int = 0, greedy: bool = False,
                 uids: Optional[Sequence[int]] = None, commit: bool = True,
                 temperature: Optional[float] = None, tree_rule: bool = False,
-                responder: Optional[Callable[[int, int], str]] = None, group_size: int = 1) -> RolloutResult:
+                responder: Optional[Callable[[int, int], str]] = None, group_size: int = 1,
+                tree_expert: Optional[Callable[[int, int], str]] = None) -> RolloutResult:
         """Roll out `tasks` in lockstep. greedy: argmax tree actions; tree_rule: the
         threshold rule's tree actions (SFT); responder(episode, turn) -> text replaces the
         model's generation (scripted / expert turns; their log-probs are recorded as 0).
         group_size: tasks come in groups of this many consecutive copies of one episode
-        (GRPO): with tree_scope 'stream', a group reads one snapshot and commits one tree."""
+        (GRPO): with tree_scope 'stream', a group reads one snapshot and commits one tree.
+        tree_expert(episode, turn) -> "insert" / "update" / "none": an expert's tree action
+        (SFT with the environment's writes, `env.expert_write`), used where the mask allows.
+        Each step records the environment's name for its observation (`env.observation_key`)
+        when the environment has one: what the key head's loss groups by."""
         c, eng = self.config, self.engine
         e = len(tasks)
         if e == 0:
@@ -217,6 +225,7 @@ class ActiveMem:
             c = compile_clock.seconds() - compiled0
             return time.perf_counter() - start - c, c
 
+        observation_key = getattr(env, "observation_key", None)
         base_key = jax.random.PRNGKey(seed)
         scfg = dataclasses.replace(c.step_config, greedy=greedy, rule=tree_rule)
         turn = 0
@@ -240,9 +249,15 @@ class ActiveMem:
                 jnp.asarray(uids, jnp.uint32))
             live_mask = np.zeros((e,), bool)
             live_mask[live] = True
+            forced = None
+            if tree_expert is not None:
+                forced = np.full((e,), -1, np.int32)
+                for i in live:
+                    forced[i] = EXPERT_ACTIONS[tree_expert(i, turn)]
+                forced = jnp.asarray(forced)
             overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs, jnp.asarray(h),
                                              jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
-                                             scfg)
+                                             scfg, forced)
             paths.append(out.path)
             out = jax.device_get(out)
             if responder is None:
@@ -266,7 +281,8 @@ class ActiveMem:
                     reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i],
                     pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
                     writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
-                    writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i])))
+                    writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i]),
+                    obs_key=observation_key(i, turn) if observation_key is not None else ""))
                 histories[i].append((texts[i], obs[i]))
                 trajs[i].info = {**trajs[i].info, **infos[i]}
                 if dones[i]:

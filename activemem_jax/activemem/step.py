@@ -39,6 +39,8 @@ class StepConfig:
     tree_actions: bool = True   # False: w/o tree action head (the threshold rule acts)
     tau_stop: float = 0.6
     tau_merge: float = 0.9
+    closer: bool = False        # a step down needs a child closer than its parent (policy.descend)
+    pool: str = "mean"          # p_bar: the path's mean (paper) | its "leaf" (policy.path_pool)
     greedy: bool = False        # argmax tree actions (evaluation)
     rule: bool = False          # the threshold rule instead of the head (SFT targets):
                                 # insert when the path is empty, else update the leaf
@@ -89,15 +91,21 @@ def _writers(overlay, log, nodes):
             jnp.where(has[:, None], log.prev[safe], 0.0))
 
 
-def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cfg: StepConfig):
+def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cfg: StepConfig, forced=None):
     """h, q [E, d]; keys [E] PRNG keys; live [E] bool (finished episodes change nothing);
-    turn: the rollout turn (recorded with each write)."""
+    turn: the rollout turn (recorded with each write). forced [E] int32: an expert's
+    tree action per episode (-1: none; SFT with the environment's writes), taken where the
+    mask allows it; a masked update falls back to an insert (and a masked insert to an
+    update), else noop."""
     controller = nnx.merge(graphdef, params)
     e, d = h.shape
     max_depth = overlays.max_depth
     if cfg.use_tree:
-        path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop))(overlays, q)
-        p_bar = jax.vmap(hlmt.path_mean)(overlays, path)
+        # with the key head the search compares keys, key(q) against key(node), while the
+        # nodes keep what was written (their values); without it key() is the identity
+        search = overlays if controller.key is None else overlays.replace(emb=controller.key_of(overlays.emb))
+        path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, controller.key_of(q))
+        p_bar = jax.vmap(hlmt.path_leaf if cfg.pool == "leaf" else hlmt.path_mean)(overlays, path)
     else:
         path = hlmt.Path(nodes=jnp.full((e, max_depth), -1, jnp.int32),
                          length=jnp.zeros((e,), jnp.int32), sims=jnp.zeros((e, max_depth)))
@@ -114,6 +122,11 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
         action = jnp.argmax(logp_all, axis=-1)
     else:
         action = jax.vmap(jax.random.categorical)(keys, logp_all)
+    if forced is not None:
+        allowed = lambda a: jnp.take_along_axis(mask, a[:, None], axis=-1)[:, 0]  # noqa: E731
+        other = jnp.where(forced == UPDATE, INSERT, UPDATE)
+        expert = jnp.where(allowed(jnp.maximum(forced, 0)), forced, jnp.where(allowed(other), other, 0))
+        action = jnp.where(forced >= 0, jnp.where(forced == 0, 0, expert), action)
     action = jnp.where(live, action, 0).astype(jnp.int32)
     logp = jnp.take_along_axis(logp_all, action[:, None], axis=-1)[:, 0]
     leaf = jax.vmap(_leaf)(path)

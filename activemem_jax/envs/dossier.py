@@ -301,6 +301,19 @@ class DossierEnv:
         t = turns[min(turn, len(turns) - 1)]
         return t["answer"] if t["kind"] == "question" else "OK"
 
+    def expert_write(self, i: int, turn: int) -> str:
+        """The write a perfect memory makes at `turn` of episode i: "insert" (a fact),
+        "update" (a correction or a reminder), "none" (a decoy or a question)."""
+        turns = self.tasks[i]["turns"]
+        return turns[min(turn, len(turns) - 1)]["write"]
+
+    def observation_key(self, i: int, turn: int) -> str:
+        """What the observation at `turn` of episode i is about: its stream, entity and
+        attribute (a question and the fact it asks about share it)."""
+        task = self.tasks[i]
+        t = task["turns"][min(turn, len(task["turns"]) - 1)]
+        return f"{task.get('stream', task['id'])}/{t['name']}/{t['attr']}"
+
     def step(self, actions: Sequence[str]):
         obs, rewards, dones, infos = [], [], [], []
         for i, text in enumerate(actions):

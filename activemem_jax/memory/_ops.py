@@ -34,9 +34,11 @@ def best_child(tree: Tree, node, query):
     return _best_child(tree, jnp.asarray(node, jnp.int32), unit)
 
 
-def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
+def traverse(tree: Tree, query, tau_stop: float = 0.5, closer: bool = False) -> Path:
     """Greedy top-down retrieval: from the root, step to the child with the highest
-    cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels."""
+    cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels. With
+    `closer`, a step down also needs the child to be closer to the query than the node it
+    hangs from (a child refines its parent: a query its parent answers best stops there)."""
     unit, _ = normalize(query)
     depth = tree.max_depth
 
@@ -44,6 +46,9 @@ def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
         i, cur, _, nodes, sims = carry
         pick, best, has_child = _best_child(tree, cur, unit)
         take = has_child & (best >= tau_stop)
+        if closer:
+            here = jnp.where(i > 0, sims[jnp.maximum(i - 1, 0)], -jnp.inf)
+            take = take & (best > here)
         nodes = nodes.at[i].set(jnp.where(take, pick, -1))
         sims = sims.at[i].set(jnp.where(take, best, 0.0))
         return i + take.astype(jnp.int32), jnp.where(take, pick, cur), take, nodes, sims
@@ -56,6 +61,12 @@ def traverse(tree: Tree, query, tau_stop: float = 0.5) -> Path:
             jnp.zeros((depth,), jnp.float32))
     length, _, _, nodes, sims = jax.lax.while_loop(going, level, init)
     return Path(nodes=nodes, length=length, sims=sims)
+
+
+def path_leaf(tree: Tree, path: Path):
+    """The path's last node's embedding [d] (zeros for an empty path)."""
+    leaf = path.nodes[jnp.maximum(path.length - 1, 0)]
+    return jnp.where(path.length > 0, tree.emb[jnp.maximum(leaf, 0)], 0.0)
 
 
 def path_mean(tree: Tree, path: Path):

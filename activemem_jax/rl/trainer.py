@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # metrics a tree-only update (unscored rows, no backbone pass) reports meaningfully
 TREE_METRICS = ("tree_loss", "tree_acc", "grad_norm", "skipped", "grad_shared", "grad_tree", "grad_insert",
-                "grad_gate", "grad_update")
+                "grad_gate", "grad_update", "key_loss", "key_acc", "grad_key")
 
 
 class Trainer:
@@ -111,10 +111,18 @@ class Trainer:
         self.optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay,
                                         o.max_grad_norm)
         self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
+        if t.get("sft_tree", "rule") not in ("rule", "expert"):
+            raise ValueError(f"train.sft_tree={t.sft_tree!r}: rule or expert")
+        if t.get("key_coef", 0.0) and not self.policy.config.key_head:
+            raise ValueError(f"train.key_coef={t.key_coef} trains the key head, but policy.key_head is False")
+        if t.get("key_coef", 0.0) and self.hosts.count > 1:
+            raise ValueError("train.key_coef > 0 is single-process for now (the key loss reads every row of the step)")
         self.loss_cfg = LossConfig(algo=t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
                                    agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
                                    lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
-                                   micro_batch_rows=t.micro_batch_rows)
+                                   micro_batch_rows=t.micro_batch_rows, key_coef=float(t.get("key_coef", 0.0)),
+                                   key_tau=float(t.get("key_tau", 0.1)),
+                                   path_pool=self.policy.config.path_pool)
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
         self.sft_steps = int(t.get("sft_steps", 0)) if t.algo == "grpo" else 0  # SFT warm start, then GRPO
@@ -184,6 +192,22 @@ class Trainer:
                              mini_batch_rows=self.cfg.train.mini_batch_rows, hosts=self.hosts,
                              frozen=not self.cfg.lora.rank, micro_batch_rows=self.cfg.train.micro_batch_rows)
 
+    @staticmethod
+    def _key_rows(result) -> dict:
+        """key_q [K, d] / key_id [K] of the step's observations (K a power of two, id -1
+        for padding and for observations the environment names nothing)."""
+        from activemem_jax.activemem.collate import pow2
+
+        steps = [s for tr in result.trajectories for s in tr.steps]
+        names: dict = {}
+        ids = [names.setdefault(s.obs_key, len(names)) if s.obs_key else -1 for s in steps]
+        k = max(8, pow2(len(steps)))
+        q = np.zeros((k, steps[0].q.shape[-1]), np.float32)
+        q[:len(steps)] = np.stack([s.q for s in steps])
+        key_id = np.full((k,), -1, np.int32)
+        key_id[:len(steps)] = ids
+        return {"key_q": jax.numpy.asarray(q), "key_id": jax.numpy.asarray(key_id)}
+
     def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
         """(chunk, tree_only) per mini-batch."""
         return rows.chunks(batch, self.cfg.train.mini_batch_rows, self.hosts)
@@ -209,6 +233,8 @@ class Trainer:
                                                              # next episodes must wait for this one)
                 tasks = list(tasks) + list(next(self.data))
             group = list(tasks)
+        elif self.algo == "sft":  # a stream's expert episode is deterministic: one copy each
+            group = list(tasks)
         else:
             group = repeat_tasks(tasks, t.group_size)
         base = (self.step * self.hosts.count + self.hosts.index) * len(group)
@@ -227,8 +253,14 @@ class Trainer:
         from activemem_jax.data.oracle import expert_actions
 
         if hasattr(env, "expert"):  # the environment knows its right responses (recall)
+            writes = None
+            if self.cfg.train.get("sft_tree", "rule") == "expert":
+                writes = getattr(env, "expert_write", None)
+                if writes is None:
+                    raise ValueError(f"train.sft_tree='expert': data.name={self.cfg.data.name!r} has no expert "
+                                     "writes (env.expert_write); use sft_tree='rule'")
             result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
-                                         commit=self.hosts.count == 1, responder=env.expert)
+                                         commit=self.hosts.count == 1, responder=env.expert, tree_expert=writes)
             return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
         if self.search is None:
             raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
@@ -270,6 +302,8 @@ class Trainer:
         state = self.model.state
         old_from = t.get("old_logp", "rollout")
         chunks = self._chunks(batch)
+        if algo == "sft" and self.loss_cfg.key_coef:  # the key loss sees every observation of the step
+            chunks[0][0].update(self._key_rows(result))
         if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             token_chunks = sum(not tree_only for _, tree_only in chunks)
             # one update per token chunk: the loss detaches the current log-probs (no pass);

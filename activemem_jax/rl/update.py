@@ -42,6 +42,9 @@ class LossConfig:
     micro_batch_rows: int = 0          # > 0: accumulate gradients over micro-batches of these rows
     tree_only: bool = False            # rows whose responses are not scored: the tree term only
                                        # (no backbone forward)
+    key_coef: float = 0.0              # weight of the key head's contrastive loss (batches with "key_q")
+    key_tau: float = 0.1               # its temperature
+    path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -67,7 +70,7 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
     state = merge_lora(backbone_state, params["lora"], cfg.lora_alpha) if params["lora"] else backbone_state
     model = nnx.merge(model_gd, state)
     ctrl = nnx.merge(ctrl_gd, params["controller"])
-    batch = {**batch, "p_bar": recompute_p_bar(ctrl, batch)}  # gradient through the episode's own writes
+    batch = {**batch, "p_bar": recompute_p_bar(ctrl, batch, cfg.path_pool)}  # gradient through the episode's own writes
     if cfg.tree_only:
         zeros = jnp.zeros(batch["resp_pos"].shape, jnp.float32)
         out = (zeros, zeros) if entropy else zeros
@@ -77,6 +80,27 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
     tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
     chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
     return out, chosen, tree_lp
+
+
+def key_loss(controller, q, ids, tau: float = 0.1):
+    """The retrieval key head's loss (supervised contrastive, SFT): observations with the
+    same key id (the environment's name for what they are about, -1 none) should be each
+    other's nearest keys. q [K, d] the observations' query vectors, ids [K] int. Each row
+    with a partner scores -mean over its partners of log softmax_j(k_i . k_j / tau), j over
+    every other row with an id; rows without a partner only serve as others' negatives.
+    Returns (loss, share of those rows whose nearest other key is a partner)."""
+    k = controller.key_of(q)
+    n = ids.shape[0]
+    real = ids >= 0
+    eye = jnp.eye(n, dtype=bool)
+    logits = jnp.where(real[None, :] & ~eye, (k @ k.T) / tau, -1e30)
+    logp = logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+    pos = (ids[:, None] == ids[None, :]) & real[:, None] & ~eye
+    has = jnp.any(pos, axis=-1)
+    per_row = -jnp.sum(jnp.where(pos, logp, 0.0), axis=-1) / jnp.maximum(jnp.sum(pos, axis=-1), 1)
+    count = jnp.maximum(jnp.sum(has), 1)
+    hit = jnp.take_along_axis(pos, jnp.argmax(logits, axis=-1)[:, None], axis=-1)[:, 0]
+    return jnp.sum(jnp.where(has, per_row, 0.0)) / count, jnp.sum(hit & has) / count
 
 
 def normalizers(batch, agg: str):
@@ -120,12 +144,18 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
     if cfg.tree_only:
         token_loss = jnp.float32(0.0)
     loss = token_loss + cfg.tree_coef * tree_term
+    out = weights[0] * token_loss + cfg.tree_coef * weights[1] * tree_term
+    if "key_q" in batch and cfg.key_coef:  # the step's observations and their keys (one chunk a step)
+        ctrl = nnx.merge(ctrl_gd, params["controller"])
+        k_loss, k_acc = key_loss(ctrl, batch["key_q"], batch["key_id"], cfg.key_tau)
+        loss, out = loss + cfg.key_coef * k_loss, out + cfg.key_coef * k_loss
+        metrics.update(key_loss=k_loss, key_acc=k_acc)
     metrics.update(token_loss=token_loss, tree_loss=tree_term, loss=loss)
-    return weights[0] * token_loss + cfg.tree_coef * weights[1] * tree_term, metrics
+    return out, metrics
 
 
 HEADS = {"shared": ("mlp_in", "mlp_out"), "latent": ("latent",), "tree": ("tree",), "insert": ("insert",),
-         "gate": ("gate",), "update": ("update",)}
+         "gate": ("gate",), "update": ("update",), "key": ("key",)}
 
 
 def head_grad_norms(grads) -> dict:
@@ -135,7 +165,8 @@ def head_grad_norms(grads) -> dict:
     out = {}
     for head, names in HEADS.items():
         parts = [ctrl[n] for n in names if n in ctrl and ctrl[n] is not None]
-        out[f"grad_{head}"] = optax.tree.norm(parts) if parts else jnp.float32(0.0)
+        if parts or head != "key":  # the key head is reported only where it exists
+            out[f"grad_{head}"] = optax.tree.norm(parts) if parts else jnp.float32(0.0)
     if grads["lora"]:
         out["grad_lora"] = optax.tree.norm(grads["lora"])
     return out
@@ -158,6 +189,17 @@ class TrainStep:
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
         rows = batch["tokens"].shape[0]
         micro = self.cfg.micro_batch_rows
+        if micro and micro < rows and "key_q" in batch:  # the key loss is not per row: once, outside
+            keys = {k: batch.pop(k) for k in ("key_q", "key_id")}
+            loss, metrics, grads = self._grads(params, backbone_state, batch, split)
+
+            def k_loss(p):
+                out = key_loss(nnx.merge(self.ctrl_gd, p["controller"]), keys["key_q"], keys["key_id"],
+                               self.cfg.key_tau)
+                return self.cfg.key_coef * out[0], out
+            (kl, (raw, acc)), kg = jax.value_and_grad(k_loss, has_aux=True)(params)
+            metrics = {**metrics, "key_loss": raw, "key_acc": acc, "loss": metrics["loss"] + kl}
+            return loss + kl, metrics, jax.tree.map(jnp.add, grads, kg)
         if not micro or micro >= rows:
             (_, metrics), grads = grad_fn(params, backbone_state, batch, self.model_gd, self.ctrl_gd, self.cfg,
                                           split=split)
@@ -216,4 +258,4 @@ class TrainStep:
         return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
-__all__ = ["LossConfig", "TrainStep", "loss_fn", "make_optimizer"]
+__all__ = ["LossConfig", "TrainStep", "key_loss", "loss_fn", "make_optimizer"]

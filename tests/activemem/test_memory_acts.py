@@ -172,3 +172,15 @@ def test_bad_policy_configs_name_the_field():
         PolicyConfig(num_latents=16)
     with pytest.raises(ValueError, match="policy.max_ops"):
         dataclasses.replace(PolicyConfig(), max_ops=0)
+
+
+def test_leaf_pooling_recomputes_the_paths_last_node(scripted):
+    """policy.path_pool='leaf': the loss's p_bar is the path's last node, recomputed as the
+    mean is (the rollout's own parameters give the rollout's leaf)."""
+    pol, _, result = scripted
+    batch = collate(result.trajectories, num_latents=1, path_len=pol.config.max_depth, pad_to=32)
+    leaf = np.stack([s.path_emb[s.path_len - 1] if s.path_len else np.zeros_like(s.p_bar)
+                     for t in result.trajectories for s in t.steps])
+    assert any(s.path_len > 1 for t in result.trajectories for s in t.steps) or leaf.any()
+    got = recompute_p_bar(pol.controller, jax.tree.map(jnp.asarray, batch), pool="leaf")
+    np.testing.assert_allclose(np.asarray(got), leaf, atol=2e-5)

@@ -128,3 +128,45 @@ def test_node_credit_is_keyed_by_identity_not_by_slot_index():
     by_slot = np.asarray(grpo.hierarchical_advantages(rewards, 3, episode, overlay, num_nodes=8, lambda_h=0.5,
                                                       eps=eps))
     assert np.isclose(by_slot[1] - want[1], 0.5 * (0.5 - mean) / (std + eps), atol=1e-5)
+
+
+def test_key_loss_by_hand_and_the_key_head_starts_as_the_identity():
+    from flax import nnx
+
+    from activemem_jax.activemem.controller import Controller
+    from activemem_jax.rl.update import key_loss
+
+    ctrl = Controller(D, num_latents=0, hidden=8, key_head=True, rngs=nnx.Rngs(0))
+    q = np.stack([_unit(0), (_unit(0) + _unit(1)) / np.sqrt(2), _unit(2), np.zeros(D)]).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(ctrl.key_of(q))[:3], q[:3], atol=1e-6)  # W_key starts at zero
+    ids = np.asarray([0, 0, 1, -1], np.int32)  # rows 0 and 1 are about one thing; row 3 is padding
+    loss, acc = key_loss(ctrl, jnp.asarray(q), jnp.asarray(ids), tau=0.5)
+    s = q[:3] @ q[:3].T / 0.5
+
+    def row(i, j):  # -log softmax over the other real rows
+        others = [k for k in range(3) if k != i]
+        return -(s[i, j] - np.log(np.sum(np.exp(s[i, others]))))
+    want = (row(0, 1) + row(1, 0)) / 2  # row 2 has no partner: a negative only
+    assert np.isclose(float(loss), want, atol=1e-5) and float(acc) == 1.0
+    assert Controller(D, num_latents=0, hidden=8, rngs=nnx.Rngs(0)).key is None  # off by default
+
+
+def test_expert_tree_actions_are_taken_where_the_mask_allows_and_fall_back_otherwise():
+    from flax import nnx
+
+    from activemem_jax.activemem.controller import Controller
+    from activemem_jax.activemem.step import StepConfig, controller_step
+
+    ctrl = Controller(D, num_latents=0, hidden=8, rngs=nnx.Rngs(0))
+    gd, params = nnx.split(ctrl)
+    tree = hlmt.init_tree(8, D, 4, 3)
+    tree, _ = hlmt.insert_node(tree, 0, _unit(0))
+    overlays = jax.tree.map(lambda x: jnp.stack([x] * 4), tree)
+    logs = jax.tree.map(lambda x: jnp.stack([x] * 4), hlmt.new_log(4, D))
+    # rows 0, 1 find node 1 (a path); rows 2, 3 find nothing
+    q = jnp.stack([_unit(0), _unit(0), _unit(3), _unit(3)])
+    forced = jnp.asarray([2, 0, 2, 1], jnp.int32)  # update, none, update (no path: insert), insert
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    _, _, out = controller_step(gd, params, overlays, logs, q, q, keys, jnp.ones(4, bool), jnp.int32(0),
+                                StepConfig(tau_stop=0.5, rule=True), forced)
+    assert np.asarray(out.action).tolist() == [2, 0, 1, 1]

@@ -182,3 +182,24 @@ def test_from_parents_equals_sequential_inserts_and_describe():
     assert info["depth_histogram"] == {1: 2, 2: 3, 3: 1}
     assert info["leaves"] == 3 and info["branching_max"] == 2 and info["root_children"] == 2
     assert "6 nodes / capacity 10" in hlmt.format_description(info)
+
+
+def test_closer_descent_stops_where_the_parent_answers_best():
+    import jax.numpy as jnp
+    import numpy as np
+
+    from activemem_jax.memory import tree as hlmt
+
+    d = 4
+    t = hlmt.init_tree(8, d, 4, 4)
+    a = np.asarray([1.0, 0.0, 0.0, 0.0], np.float32)
+    b = np.asarray([0.6, 0.8, 0.0, 0.0], np.float32)
+    t, ia = hlmt.insert_node(t, 0, jnp.asarray(a))
+    t, ib = hlmt.insert_node(t, ia, jnp.asarray(b))
+    q = jnp.asarray([0.95, 0.31, 0.0, 0.0])  # cos 0.95 to a, 0.82 to b
+    plain = hlmt.traverse(t, q, tau_stop=0.5)
+    assert np.asarray(plain.nodes)[:2].tolist() == [int(ia), int(ib)]  # the paper's rule goes on to b
+    closer = hlmt.traverse(t, q, tau_stop=0.5, closer=True)
+    assert int(closer.length) == 1 and int(closer.nodes[0]) == int(ia)
+    q2 = jnp.asarray([0.62, 0.78, 0.0, 0.0])  # closer to b than to a: both rules reach b
+    assert int(hlmt.traverse(t, q2, tau_stop=0.5, closer=True).length) == 2
