@@ -170,3 +170,39 @@ def test_expert_tree_actions_are_taken_where_the_mask_allows_and_fall_back_other
     _, _, out = controller_step(gd, params, overlays, logs, q, q, keys, jnp.ones(4, bool), jnp.int32(0),
                                 StepConfig(tau_stop=0.5, rule=True), forced)
     assert np.asarray(out.action).tolist() == [2, 0, 1, 1]
+
+
+def test_prune_and_merge_act_on_a_scripted_stream():
+    """Three episodes of one stream, committed as the rollout commits them
+    (finish_groups, group size 1): four facts stored in episode 0, only facts 0 and 1 read
+    then and afterwards; in episode 2 an update moves fact 1's node onto fact 0's. The
+    unread facts decay to the prune line and go (floor(0.4 x 4) = 1 a commit, then
+    floor(0.4 x 3) = 1); the two siblings merge."""
+    cfg = PolicyConfig(tree_scope="stream", capacity=16, max_children=8, max_depth=3, max_ops=4,
+                       prune_fraction=0.4, ema_beta=0.5, idle_utility="decay", tau_merge=0.9)
+    tree = hlmt.init_tree(16, D, 8, 3)
+    one = lambda x: jax.tree.map(lambda a: a[None], x)  # noqa: E731
+    log, overlay = hlmt.new_log(4, D), tree
+    for i in range(4):  # overlay slots 1..4 hold facts 0..3
+        overlay, log, _ = hlmt.log_insert(overlay, log, 0, _unit(i), 0)
+    pruned, merged, inserts = [], [], []
+    for episode in range(3):
+        if episode:
+            log = hlmt.new_log(4, D)
+        if episode == 2:  # a reminder-like update: fact 1's node onto fact 0's direction
+            _, log = hlmt.log_update(tree, log, slot[1], _unit(0), jnp.ones((D,)), 0)
+        read = (1, 2) if episode == 0 else (slot[0], slot[1])
+        paths = jnp.asarray([[[read[0], -1, -1], [read[1], -1, -1]]], jnp.int32)
+        credit = streams.snapshot_paths(one(tree).valid, paths)
+        trees, _, counts = finish_groups(cfg, 1, one(tree), one(log), paths, credit, jnp.asarray([2]),
+                                         jnp.asarray([1.0]))
+        tree = jax.tree.map(lambda a: a[0], trees)
+        pruned.append(int(counts["pruned"]))
+        merged.append(int(counts["merged"]))
+        inserts.append(int(counts["inserts"]))
+        valid = np.flatnonzero(np.asarray(tree.valid))[1:]
+        slot = {int(np.argmax(np.asarray(tree.emb[i]))): int(i) for i in valid}
+        if episode == 0:
+            assert sorted(slot) == [0, 1, 3]  # fact 2 (unread, the lower slot of the two) went first
+    assert inserts == [4, 0, 0] and pruned == [1, 1, 0] and merged == [0, 0, 1]
+    assert sorted(slot) == [0]  # fact 3 pruned in episode 1; fact 1's node merged into fact 0's
