@@ -57,6 +57,7 @@ class RolloutResult:
     stats: dict = flax.struct.field(pytree_node=False, default=None)  # tree telemetry (commit)
     snapshots: hlmt.Tree = None  # tree_scope='stream': [E] the trees the episodes started from
     slots: tuple = flax.struct.field(pytree_node=False, default=None)  # their stream store slots
+    store: stream_trees.StreamStore = None  # the store with those slots assigned (committed with the trees)
     group_size: int = flax.struct.field(pytree_node=False, default=1)
 
 
@@ -209,8 +210,8 @@ class ActiveMem:
             raise ValueError(f"{e} tasks do not split into groups of {group_size}")
         slots = None
         if c.tree_scope == "stream":
-            self.streams, slots = stream_trees.assign(self.streams, tasks)
-            overlays = stream_trees.gather(self.streams, slots)
+            store, slots = stream_trees.assign(self.streams, tasks)  # the policy's store changes at commit
+            overlays = stream_trees.gather(store, slots)
         else:
             overlays = _stack(self.tree if c.tree_scope == "persistent" else self.empty_tree(), e)
         snapshots = overlays
@@ -303,6 +304,7 @@ class ActiveMem:
                 s.credit_path = credit[i, j]
         result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths,
                                snapshots=snapshots if c.tree_scope == "stream" else None,
+                               store=store if c.tree_scope == "stream" else None,
                                slots=tuple(int(x) for x in slots) if slots is not None else None,
                                group_size=group_size)
         return self.commit(result) if commit else result
@@ -416,7 +418,7 @@ class ActiveMem:
         if c.tree_scope == "persistent":
             self.tree = tree
         elif c.tree_scope == "stream":
-            self.streams = stream_trees.scatter(self.streams, result.slots, tree, result.group_size)
+            self.streams = stream_trees.scatter(result.store, result.slots, tree, result.group_size)
         resolved = np.asarray(resolved)[offset:offset + len(result.trajectories)]
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):

@@ -115,13 +115,14 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=())
     cfg.checkpoint.update(every=1, async_save=False)
 
-    def next_actions(trainer):  # greedy tree actions on the next batch, the policy left as it was
-        state, memory = trainer.data.get_state(), trainer.policy.memory_state
+    def next_actions(trainer):  # greedy tree actions on the next batch; an uncommitted rollout changes nothing
+        state, memory = trainer.data.get_state(), jax.tree.map(np.asarray, trainer.policy.memory_state)
         tasks = next(trainer.data)
         trainer.data.set_state(state)
         result = trainer.policy.rollout(trainer.make_env(), tasks, seed=1, greedy=True, commit=False,
                                         temperature=0.01)
-        trainer.policy.memory_state = memory
+        after = jax.tree.map(np.asarray, trainer.policy.memory_state)
+        assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(memory), jax.tree.leaves(after)))
         return [[s.tree_action for s in t.steps] for t in result.trajectories]
 
     trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
