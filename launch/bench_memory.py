@@ -1,6 +1,7 @@
 """Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
 
     python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
+    python -m launch.bench_memory --task dossier [--quick]   # the ablation table: launch/memory_table.py
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -48,8 +49,16 @@ def _config(overrides: dict, args, out_dir: str):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sft-steps", type=int, default=100)
-    p.add_argument("--grpo-steps", type=int, default=2)
+    p.add_argument("--task", choices=("recall", "dossier"), default="recall",
+                   help="recall: the table below; dossier: the ablation table (launch/memory_table.py)")
+    p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier 300")
+    p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
+    p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
+    p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
+    p.add_argument("--three-seed-variants", default="full,SFT only,w/o tree action head,flat tree",
+                   help="dossier: the variants that get --seeds (the others get --other-seeds)")
+    p.add_argument("--eval-streams", type=int, default=8, help="dossier: held-out streams")
+    p.add_argument("--quick", action="store_true", help="dossier: one seed, a third of the steps")
     p.add_argument("--n-facts", type=int, default=4)
     p.add_argument("--eval-tasks", type=int, default=32)
     p.add_argument("--curve-every", type=int, default=25, help="evaluate on 8 tasks every N steps")
@@ -58,6 +67,10 @@ def main():
                    help="override a config field of configs/activemem_tiny_cpu.py (repeatable)")
     p.add_argument("--out", default="bench_results/memory.json")
     args = p.parse_args()
+    if args.task == "dossier":
+        return _dossier(args)
+    args.sft_steps = 100 if args.sft_steps is None else args.sft_steps
+    args.grpo_steps = 2 if args.grpo_steps is None else args.grpo_steps
 
     import jax
 
@@ -112,6 +125,27 @@ def main():
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(summary, f, indent=1, default=float)
+
+
+def _dossier(args):
+    from activemem_jax.activemem.ablations import ABLATIONS
+    from launch import memory_table
+
+    args.sft_steps = 300 if args.sft_steps is None else args.sft_steps
+    args.grpo_steps = 20 if args.grpo_steps is None else args.grpo_steps
+    if args.variants == ",".join(VARIANTS):
+        args.variants = ",".join(ABLATIONS)
+    if args.curve_every == 25:
+        args.curve_every = 50
+    if args.quick:
+        args.seeds = args.other_seeds = 1
+        args.sft_steps, args.grpo_steps = max(1, args.sft_steps // 3), max(1, args.grpo_steps // 3)
+    if args.out == "bench_results/memory.json":
+        args.out = "bench_results/memory_table.json"
+    summary = memory_table.run_table(args)
+    print(memory_table.format_table(summary))
+    print(f"total {summary['total_time_s']:.0f} s")
+    memory_table.write(summary, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,43 @@
+"""ActiveMem's ablations (paper Table 2, and Table 9's SFT-only row) as config overrides:
+one table, used by `launch/bench_memory.py` and any evaluation that trains variants.
+
+    cfg = apply_ablation(cfg, "w/o HLMT")        # a copy of an ml_collections run config
+
+Each entry overrides run-config fields (dotted paths). Training-side ablations change
+`train.*`; the memory ones change `policy.*`. "w/o tree action head" is SPEC 4.5 R2's
+static hierarchy: the threshold rule acts in training (SFT's targets included) and in
+evaluation, and nothing trains the head.
+"""
+
+from __future__ import annotations
+
+ABLATIONS = {
+    "full": {},
+    "SFT only": {"train.grpo_steps": 0},
+    "w/o HLMT": {"policy.use_tree": False},
+    "w/o latent injection": {"policy.num_latents": 0},
+    "w/o tree action head": {"policy.tree_actions": False, "train.sft_tree": "rule"},
+    "w/o hierarchical advantage": {"train.lambda_h": 0.0},
+    "w/o merge/delete": {"policy.maintenance": False},
+    "flat tree": {"policy.max_depth": 1},
+}
+
+
+def apply_ablation(cfg, name: str):
+    """A copy of run config `cfg` with ablation `name`'s overrides. "train.grpo_steps" sets
+    the number of GRPO steps after the SFT warm start (train.steps = sft_steps + it)."""
+    if name not in ABLATIONS:
+        raise ValueError(f"ablation {name!r}: choose from {list(ABLATIONS)}")
+    cfg = cfg.copy_and_resolve_references()
+    for key, value in ABLATIONS[name].items():
+        if key == "train.grpo_steps":
+            cfg.train.steps = cfg.train.sft_steps + value
+            continue
+        section, field = key.split(".")
+        if field not in cfg[section]:
+            raise ValueError(f"ablation {name!r} sets {key}, which the config lacks")
+        cfg[section][field] = value
+    return cfg
+
+
+__all__ = ["ABLATIONS", "apply_ablation"]

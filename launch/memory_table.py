@@ -1,0 +1,197 @@
+"""ActiveMem's ablation table (paper Table 2, with Table 9's SFT-only row) in miniature, on
+dossier streams and the embedded model: `python -m launch.bench_memory --task dossier`.
+
+Every variant of `activemem.ablations.ABLATIONS` trains from `configs/activemem_dossier_cpu.py`
+once per seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds),
+is evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
+order, each stream from an empty tree), and the untrained controller and the rules that
+need no training are scored on those streams too. Reports the mean and a 95% interval
+across seeds (Student's t; one seed: no interval), the tree telemetry (nodes by depth,
+prune / merge counts, the tree head's action mix on decoys and corrections) and a
+learning curve per variant (held-out accuracy every --curve-every steps on a few streams),
+as a markdown table, JSON and a PNG figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+
+STEP_KEYS = ("step", "algo", "token_loss", "key_acc", "reward_mean", "tree_path_share", "tree_size",
+             "tree_pruned", "tree_merged", "time_step")
+
+# Student's t quantile t(0.975, n - 1) for n - 1 = 1..9 (a 95% two-sided interval)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def interval(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% t interval; nan with one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, float("nan")
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+def run_config(variant: str, seed: int, args, out_dir: str):
+    from activemem_jax.activemem.ablations import apply_ablation
+    from activemem_jax.config_files import apply_overrides
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps, seeds=())
+    apply_overrides(cfg, list(args.set))
+    cfg = apply_ablation(cfg, variant)
+    cfg.seed = seed
+    cfg.data.seed = cfg.data.seed + 2 * seed
+    cfg.out_dir = out_dir
+    cfg.log.tensorboard = False
+    cfg.eval.enabled = False
+    cfg.checkpoint.update(every=10_000, resume=False, async_save=False, overwrite=True)
+    return cfg
+
+
+def eval_tasks(cfg, streams: int, seed: int = 1):
+    from activemem_jax.envs.dossier import check_sizes, make_dossier_tasks
+    from activemem_jax.rl.tasks import recall_codes
+
+    sizes = check_sizes(cfg.data.dossier.to_dict())
+    sizes["streams"] = streams
+    return make_dossier_tasks("test", seed=cfg.data.seed + seed, codes=recall_codes(cfg.data), **sizes)
+
+
+def _row(r: dict) -> dict:
+    keep = ("accuracy", "format_failure", "inserts", "updates", "pruned", "merged", "tree_size",
+            "depth_histogram", "actions")
+    return {k: r[k] for k in keep if k in r}
+
+
+def run_table(args) -> dict:
+    import jax
+
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.activemem.ablations import ABLATIONS
+    from activemem_jax.engine import Engine
+    from activemem_jax.models import load_from_config
+    from activemem_jax.rl.trainer import Trainer
+
+    t_start = time.perf_counter()
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in ABLATIONS]
+    if unknown:
+        raise SystemExit(f"--variants: unknown {unknown}; choose from {list(ABLATIONS)}")
+    base = run_config("full", 0, args, "")
+    model = load_from_config(base.model)
+    test = eval_tasks(base, args.eval_streams)
+    curve_tasks = eval_tasks(base, max(1, args.eval_streams // 4), seed=7)
+    runs: dict = {}
+    with Engine(model, max_slots=base.engine.max_slots, max_len=base.engine.max_len) as engine:
+        untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=0)
+        reference = ev.evaluate_streams(untrained, test, seed=1)
+        runs["untrained"] = [_row(reference)]
+        for variant in variants:
+            seeds = args.seeds if variant in args.three_seed_variants.split(",") else args.other_seeds
+            for seed in range(seeds):
+                out = tempfile.mkdtemp(prefix="memory_table_")
+                cfg = run_config(variant, seed, args, out)
+                t0 = time.perf_counter()
+                trainer = Trainer(cfg, model=model, engine=engine)
+                curve, history = [], []
+                try:
+                    while trainer.step < cfg.train.steps:
+                        m = trainer.train_step()
+                        history.append({k: m.get(k) for k in STEP_KEYS})
+                        if trainer.step % args.curve_every == 0 or trainer.step == cfg.train.steps:
+                            acc = ev.evaluate_streams(trainer.policy, curve_tasks, seed=1)["accuracy"]
+                            curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc})
+                            print(f"{variant} seed {seed} step {trainer.step} ({m['algo']}): "
+                                  f"held-out {acc:.3f}", flush=True)
+                    row = _row(ev.evaluate_streams(trainer.policy, test, seed=1))
+                finally:
+                    trainer.close()
+                    shutil.rmtree(out, ignore_errors=True)
+                row.update(seed=seed, curve=curve, steps=history, train_time_s=time.perf_counter() - t0)
+                runs.setdefault(variant, []).append(row)
+                print(f"{variant} seed {seed}: {row['accuracy']:.3f} ({row['train_time_s']:.0f} s)", flush=True)
+                jax.clear_caches()
+    summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args),
+               "total_time_s": time.perf_counter() - t_start}
+    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
+                        for v, rs in runs.items()}
+    return summary
+
+
+def format_table(summary: dict) -> str:
+    lines = ["| variant | accuracy (mean) | 95% interval | seeds | nodes by depth | pruned | merged | "
+             "decoys: noop / insert / update | corrections: noop / insert / update |",
+             "|---|---|---|---|---|---|---|---|---|"]
+
+    def mix(rows, kind):
+        got = [r["actions"].get(kind) for r in rows if r.get("actions", {}).get(kind)]
+        if not got:
+            return "-"
+        return " / ".join(f"{sum(a[k] for a in got) / len(got):.2f}" for k in ("noop", "insert", "update"))
+
+    for v, rs in summary["runs"].items():
+        t = summary["table"][v]
+        depth: dict = {}
+        for r in rs:
+            for d, n in r.get("depth_histogram", {}).items():
+                depth[d] = depth.get(d, 0) + n / len(rs)
+        hist = ", ".join(f"{d}: {n:.1f}" for d, n in sorted(depth.items(), key=lambda x: int(x[0]))) or "-"
+        ci = "-" if math.isnan(t["ci95"]) else f"+/- {t['ci95']:.3f}"
+        pruned = sum(r.get("pruned", 0) for r in rs) / len(rs)
+        merged = sum(r.get("merged", 0) for r in rs) / len(rs)
+        lines.append(f"| {v} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
+                     f"{mix(rs, 'decoy')} | {mix(rs, 'correction')} |")
+    b = summary["baselines"]
+    rules = ", ".join(f"{k} {b[k]:.3f}" for k in b if isinstance(b[k], float))
+    lines.append(f"rules that need no training, on the same streams: {rules}")
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = list(summary["table"])
+    means = [summary["table"][v]["mean"] for v in names]
+    errs = [0.0 if math.isnan(summary["table"][v]["ci95"]) else summary["table"][v]["ci95"] for v in names]
+    bars.bar(range(len(names)), means, yerr=errs, capsize=4)
+    for rule, style in (("episode_only", ":"), ("store_all", "--"), ("best_constant", "-.")):
+        if rule in summary["baselines"]:
+            bars.axhline(summary["baselines"][rule], linestyle=style, color="gray", label=rule)
+    bars.set_xticks(range(len(names)), names, rotation=35, ha="right")
+    bars.set_ylabel("held-out accuracy (mean, 95% interval)")
+    bars.legend(fontsize=8)
+    for v, rs in summary["runs"].items():
+        for i, r in enumerate(rs):
+            pts = r.get("curve") or []
+            if pts:
+                curves.plot([p["step"] for p in pts], [p["accuracy"] for p in pts], alpha=0.7,
+                            label=v if i == 0 else None)
+    curves.set_xlabel("training step")
+    curves.set_ylabel("held-out accuracy (curve streams)")
+    curves.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(summary: dict, out: str) -> None:
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(summary, f, indent=1, default=float)
+    plot(summary, os.path.splitext(out)[0] + ".png")
+
+
+__all__ = ["format_table", "interval", "plot", "run_table", "write"]
