@@ -25,11 +25,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.ad_checkpoint import checkpoint_name
 
 from activemem_jax.models.attention import AttentionPlan, Visibility, kernel_attend
 from activemem_jax.models.config import ModelConfig, RopeConfig
 from activemem_jax.models.kv_cache import CacheIndex, KVCache, LayerKV
 from activemem_jax.models.quant import matmul_int8
+
+
+PROJECTION = "projection"  # checkpoint name of every Linear's output
 
 
 class BackboneWeight(nnx.Variable):
@@ -59,7 +63,9 @@ class Linear(nnx.Module):
             y = matmul(x, self.kernel[...], transpose_w=True)
         if self.bias is not None:
             y = y + self.bias[...]
-        return y
+        # `matmul` is a custom_vjp, which remat's dots policies do not see as a dot: the name
+        # lets them keep projection outputs (REMAT_POLICIES)
+        return checkpoint_name(y, PROJECTION)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -256,12 +262,17 @@ class DecoderLayer(nnx.Module):
         return x, kv
 
 
-# remat_policy -> what the backward pass keeps of each layer (the rest is recomputed)
+# remat_policy -> what the backward pass keeps of each layer (the rest is recomputed). The
+# projections (q/k/v/o, MLP) are matmuls under a custom_vjp, invisible to jax's dots
+# policies, so those policies also keep what is named PROJECTION (without it,
+# "dots_saveable" compiled to the same program as "full").
+_cp = jax.checkpoint_policies
 REMAT_POLICIES = {
     "none": None,  # no rematerialization: everything is kept
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots_saveable": jax.checkpoint_policies.dots_saveable,
-    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "full": _cp.nothing_saveable,
+    "dots_saveable": _cp.save_from_both_policies(_cp.dots_saveable, _cp.save_only_these_names(PROJECTION)),
+    "dots_with_no_batch_dims_saveable": _cp.save_from_both_policies(_cp.dots_with_no_batch_dims_saveable,
+                                                                    _cp.save_only_these_names(PROJECTION)),
 }
 
 
