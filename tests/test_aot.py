@@ -148,3 +148,25 @@ def _leaves_with_path(tree):
 def _device_bytes(a) -> int:
     shard = a.sharding.shard_shape(a.shape)
     return int(np.prod(shard)) * a.dtype.itemsize
+
+
+def test_table_marks_modelled_and_whole_model_rows(capsys):
+    """launch/aot.py's table: a row with kernels shows MFU as an upper bound and the
+    kernels' share of its time; a scaled scanned row is marked L, an unscaled one ¹."""
+    from activemem_jax.models.kernel_costs import ModelledKernels
+    from launch.aot import print_table
+
+    chip = topologies.get_slice(SLICE).chip
+    base = dict(devices=4, args=2 ** 30, temp=2 ** 30, out=0, alias=0, flops=100e12, bytes_accessed=1e9,
+                seconds=1.0, compile_s=1.0, hbm=16 * 2 ** 30, peak=100e12, bandwidth=1e12)
+    modelled = aot.Report(name="update", work=aot.Work(1000, 400e12, scanned=True), layers=28,
+                          kernels=ModelledKernels(calls=3, flops=50e12, bytes=1e9, seconds=1.0,
+                                                  phases={"fwd": 1, "dq": 1, "dkv": 1}), **base)
+    per_layer = aot.Report(name="logprobs", work=aot.Work(1000, 400e12, scanned=True), **base)
+    assert modelled.mfu == pytest.approx(400e12 / 4 / (2.0 * 100e12)) and modelled.modelled_share == 0.5
+    print_table([modelled, per_layer], chip, "header")
+    update_line, logp_line = [line for line in capsys.readouterr().out.splitlines()
+                              if line.startswith(("update", "logprobs"))]
+    assert "<=50%" in update_line and "150.00L" in update_line and "50% modelled" in update_line
+    cells = logp_line.split()  # one layer's counts: no MFU, tok/s or kernels
+    assert cells[6] == "100.00¹" and cells[9:12] == ["-", "-", "-"], cells

@@ -5,10 +5,9 @@ so an optimizer over `nnx.Param` (the controller, LoRA) never sees them. Each we
 carries logical axis names (`axes=`) that `activemem_jax.sharding` maps to the mesh.
 
 Entry point: `Decoder.__call__(tokens | embeds, positions, attention_mask, cache=None,
-slots=None, query_start=None)`. `slots` are the KV-cache rows each token is written to; a
-query attends
-to cache rows `<=` its own slot whose mask is set, so left and right padding, prefill
-and decode are one code path. Without a cache the sequence is its own cache. The cache
+slots=None, query_start=None)`. `slots` are the KV-cache rows each token is written to;
+a query attends to cache rows `<=` its own slot whose mask is set, so left and right
+padding, prefill and decode are one code path. Without a cache the sequence is its own cache. The cache
 (`models/kv_cache.py`) does its own writes and reads; each layer gets its view of it.
 Layers are unrolled, or stacked and scanned (`ModelConfig.scan_layers`), each under the
 remat policy the config names. Attention runs through XLA (`attend`) or a kernel
