@@ -47,8 +47,6 @@ from jax.sharding import NamedSharding, PartitionSpec
 from activemem_jax import sharding as shd
 from activemem_jax.aot_report import Report, Work, compile_report, layer_configs, whole_model  # noqa: F401
 
-GIB = 1024 ** 3
-
 # Architecture descriptions (the config.json fields the decoder reads) of the paper's
 # backbones, for configs whose model.path is not on this machine. Shapes only: no weights.
 ARCHITECTURES: dict[str, dict] = {

@@ -121,12 +121,12 @@ def main(argv):
     todo = model_steps(model_cfg)
     # scanned layers: the same steps unrolled at 1 and 2 layers give the whole model's counts
     if model_cfg.scan_layers and _WHOLE.value:
-        rest = list(zip(*(model_steps(mc) for mc in aot.layer_configs(model_cfg))))
+        layer_steps = list(zip(*(model_steps(mc) for mc in aot.layer_configs(model_cfg))))
     else:
-        rest = [None] * len(todo)
+        layer_steps = [None] * len(todo)
     if "controller" in want:
         todo.append(aot.controller_function(cfg, model_cfg, gen_mesh))
-        rest.append(None)
+        layer_steps.append(None)
 
     m_sizes = dict(mesh.shape)
     header = (f"{os.path.basename(cfg.model.path)} ({model_cfg.num_params / 1e9:.2f}B, {model_cfg.dtype}, "
@@ -137,12 +137,12 @@ def main(argv):
               f"jax {jax.__version__}")
     print(header, flush=True)
     reports = []
-    for c, c0 in zip(todo, rest):
+    for c, unrolled in zip(todo, layer_steps):
         try:
             r, _ = aot.compile_report(c.name, c.jitted, c.args, c.kwargs, c.work, c.mesh, chip, c.note)
-            if c0 is not None:
+            if unrolled is not None:
                 one, two = (aot.compile_report(x.name, x.jitted, x.args, x.kwargs, x.work, x.mesh, chip)[0]
-                            for x in c0)
+                            for x in unrolled)
                 r = aot.whole_model(r, one, two, model_cfg.num_layers)
         except Exception as e:  # the TPU compiler refuses programs that exceed HBM
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]

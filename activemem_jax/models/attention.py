@@ -10,7 +10,7 @@
 
 A kernel serves a pass whose queries sit at the same static cache slots in every row:
 query t at slot `offset + t` (a pass without a cache, a fresh prefill, a training
-forward's chunks, which say so with `Decoder(..., query_start=)`). It reads the keys up
+forward's chunks, which say so with `Decoder.__call__(..., query_start=)`). It reads the keys up
 to the last query, [0, offset + T): a chunk attending to a cached prefix is the causal
 mask shifted by `offset`. Passes whose rows sit at different slots (the engine's chunked
 prefill after a prefix, every decode step) attend through XLA (docs/attention_kernels.md
@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from activemem_jax import sharding as shd
+from activemem_jax.models.kernel_costs import splash_tag
 
 IMPLEMENTATIONS = ("auto", "xla", "splash", "cudnn")
 LANES = 128          # splash tiles sequences in multiples of 128
@@ -153,8 +154,6 @@ def splash_kernel(heads: int, tq: int, sk: int, offset: int, interpret: bool):
 def splash_attend(plan: AttentionPlan, q, k, v, query_mask, key_mask, offset: int):
     """q [B, T, H, D]; k, v [B, KV, S, D]; query_mask [B, T], key_mask [B, S]; query t
     sees key s <= offset + t of its own segment. Returns [B, T, H, D]."""
-    from activemem_jax.models import kernel_costs
-
     b, t, h, d = q.shape
     s = k.shape[2]
     tp, sp = padded_lengths(t, s)
@@ -170,7 +169,7 @@ def splash_attend(plan: AttentionPlan, q, k, v, query_mask, key_mask, offset: in
         from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk_lib
 
         kernel = splash_kernel(qh.shape[1], tp, sp, offset, interpret)
-        tag = kernel_costs.splash_tag(qh.shape[0], qh.shape[1], k.shape[1], tp, sp, d, qh.dtype.itemsize, offset)
+        tag = splash_tag(qh.shape[0], qh.shape[1], k.shape[1], tp, sp, d, qh.dtype.itemsize, offset)
 
         def call(qh, k, v, q_ids, kv_ids):
             return jax.vmap(lambda q1, k1, v1, a, c: kernel(q1, k1, v1, segment_ids=sk_lib.SegmentIds(a, c)))(
