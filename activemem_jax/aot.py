@@ -3,9 +3,9 @@ one: abstract sharded inputs at a config's shapes, the run's own jitted function
 what the compiler says about each (per-device memory, FLOPs, bytes, time estimate).
 
     devices = topologies.slice_devices("v5p-8")
-    plan = RunPlan.from_config(cfg, "v5p-8", devices)     # mesh, abstract backbone, shapes
-    for name, jitted, args, kwargs, work in plan.functions():
-        report = compile_report(name, jitted, args, kwargs, work, plan)
+    mesh = topologies.slice_mesh("v5p-8", devices, data, fsdp, tensor)
+    for c in train_functions(cfg, model_cfg, mesh, rules, length) + engine_functions(cfg, model_cfg, mesh, rules):
+        report, compiled = compile_report(c.name, c.jitted, c.args, c.kwargs, c.work, c.mesh, chip)
 
 The functions are the ones a run calls, not copies: `rl.update.TrainStep` (its jitted
 update and log-prob pass), `activemem.step.controller_step` under the jit `ActiveMem`
@@ -17,9 +17,13 @@ state as the engine places it (`engine_steps`).
 
 XLA's cost analysis counts a loop body once (a `lax.scan` over micro-batches, or over
 layers with scan_layers): an update with micro-batches is therefore reported per
-micro-batch (its tokens and FLOPs are one micro-batch's). Where the compiler gives no time
+micro-batch (its tokens and FLOPs are one micro-batch's), and a scanned model's counts come
+from the same step unrolled at 1 and 2 layers, extended to all layers
+(`aot_report.whole_model`). Where the compiler gives no time
 estimate (it returns a negative one for some programs), the estimate is the roofline of
-its own counts, max(FLOPs / peak, bytes / HBM bandwidth), marked "~".
+its own counts, max(FLOPs / peak, bytes / HBM bandwidth), marked "~". XLA does not count
+inside a Pallas kernel: each splash call's FLOPs, bytes and roofline time are modelled
+and added (`models/kernel_costs.py`), which makes that row's MFU an upper bound.
 
 Model FLOPs (for MFU) count the useful work only: 2 x matmul parameters x tokens, the
 causal attention's QK and PV products, the vocabulary projection where it is computed;
@@ -32,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from typing import Any, Optional
 
 import jax
@@ -42,9 +45,7 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax import sharding as shd
-from activemem_jax import topologies
-
-GIB = 1024 ** 3
+from activemem_jax.aot_report import Report, Work, compile_report, layer_configs, whole_model  # noqa: F401
 
 # Architecture descriptions (the config.json fields the decoder reads) of the paper's
 # backbones, for configs whose model.path is not on this machine. Shapes only: no weights.
@@ -114,7 +115,7 @@ def abstract_backbone(config, mesh, rules=None):
     the sharding `load_pretrained` gives it (the logical axes through `rules`)."""
     from activemem_jax.models import Decoder
 
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: Decoder(config)))
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: Decoder(config, mesh, rules)))
     leaves = []
     for path, var in nnx.to_flat_state(state):
         value = var.get_value()
@@ -159,88 +160,6 @@ def engine_steps(graphdef, model_cfg, mesh, rules, slots: int, rows: int):
         return core.compiled(graphdef), NamedSharding(mesh, PartitionSpec()), "replicated"
     shardings = own(model_cfg, slots, rows, mesh, rules)
     return core.compiled(graphdef, shardings), shardings, "sharded by the rules"
-
-
-@dataclasses.dataclass
-class Work:
-    tokens: int            # tokens one call processes (0: not a token step)
-    model_flops: float     # useful FLOPs of one call, whole slice
-    # the layers run under one scan: XLA's cost analysis counts the loop body once, so its
-    # FLOPs, bytes and time estimate cover one layer, and no MFU or tokens/s follow from them
-    scanned: bool = False
-
-
-@dataclasses.dataclass
-class Report:
-    name: str
-    devices: int
-    args: int
-    temp: int
-    out: int
-    alias: int
-    flops: float            # per device, compiler's count
-    bytes_accessed: float   # per device
-    seconds: float          # compiler's estimate (0 when it gives none)
-    compile_s: float
-    work: Work
-    hbm: float              # chip HBM bytes
-    peak: float             # chip peak FLOP/s
-    bandwidth: float        # chip HBM bytes/s
-    note: str = ""
-
-    @property
-    def total(self) -> int:
-        return self.args + self.temp + self.out - self.alias
-
-    @property
-    def fits(self) -> bool:
-        return self.total <= self.hbm
-
-    @property
-    def compiler_estimate(self) -> bool:
-        return self.seconds > 0
-
-    @property
-    def estimate(self) -> float:
-        """Seconds per call: the compiler's estimate, else the roofline of its counts."""
-        if self.seconds > 0:
-            return self.seconds
-        return max(self.flops / self.peak, self.bytes_accessed / self.bandwidth)
-
-    @property
-    def mfu(self) -> float:
-        if not self.estimate or not self.work.model_flops or self.work.scanned:
-            return float("nan")
-        return self.work.model_flops / self.devices / (self.estimate * self.peak)
-
-    @property
-    def tokens_per_s(self) -> float:
-        if self.work.scanned or not self.estimate or not self.work.tokens:
-            return float("nan")
-        return self.work.tokens / self.estimate
-
-
-def _cost(compiled) -> dict:
-    cost = compiled.cost_analysis()
-    if isinstance(cost, (list, tuple)):
-        cost = cost[0] if cost else {}
-    return dict(cost or {})
-
-
-def compile_report(name: str, jitted, args, kwargs, work: Work, mesh, chip: topologies.Chip,
-                   note: str = "") -> tuple[Report, Any]:
-    t0 = time.perf_counter()
-    compiled = jitted.lower(*args, **kwargs).compile()
-    compile_s = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    cost = _cost(compiled)
-    report = Report(
-        name=name, devices=mesh.size, args=int(mem.argument_size_in_bytes), temp=int(mem.temp_size_in_bytes),
-        out=int(mem.output_size_in_bytes), alias=int(getattr(mem, "alias_size_in_bytes", 0)),
-        flops=float(cost.get("flops", 0.0)), bytes_accessed=float(cost.get("bytes accessed", 0.0)),
-        seconds=float(cost.get("optimal_seconds", 0.0)), compile_s=compile_s, work=work,
-        hbm=chip.hbm_gib * GIB, peak=chip.peak_tflops * 1e12, bandwidth=chip.hbm_gbps * 1e9, note=note)
-    return report, compiled
 
 
 # ---------------------------------------------------------------------------- FLOPs
@@ -455,5 +374,5 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
 
 __all__ = ["ARCHITECTURES", "Compilable", "Report", "Work", "abstract_backbone", "abstract_controller",
            "compile_report", "controller_function", "engine_functions", "engine_mesh", "engine_steps",
-           "forward_flops", "hf_fields", "loss_config", "model_config", "named_train_functions", "rows_sharding",
-           "runtime_options", "train_functions", "training_rows", "with_sharding"]
+           "forward_flops", "hf_fields", "layer_configs", "loss_config", "model_config", "named_train_functions",
+           "rows_sharding", "runtime_options", "train_functions", "training_rows", "whole_model", "with_sharding"]

@@ -29,7 +29,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.seed = 0
     c.out_dir = "runs/activemem"
     # activation_dtype "" = dtype; "float32" with dtype "bfloat16": bf16 weights, f32 activations
-    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="bfloat16", activation_dtype="", remat=True))
+    # attention: auto (splash on TPU, cudnn on GPU, xla on CPU) | xla | splash | cudnn (docs/attention_kernels.md);
+    # remat_policy: "" (full with remat) | none | full | dots_saveable | dots_with_no_batch_dims_saveable
+    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="bfloat16", activation_dtype="", remat=True,
+                                             remat_policy="", attention="auto"))
     c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))  # -1: all remaining devices
     c.sharding = ml_collections.ConfigDict(dict(rules=dict(DEFAULT_RULES)))
     c.engine = ml_collections.ConfigDict(dict(max_slots=64, max_len=8192))

@@ -14,5 +14,9 @@ def get_config(table: str = "table7"):
     c.out_dir = "runs/activemem_smollm3_3b"
     c.topology = "v5p-8"  # the slice it is sized for: python launch/aot.py --config configs/activemem_smollm3_3b.py
     c.model.scan_layers = True  # one scanned layer: compile time independent of depth (no LoRA)
+    # keep the projections for the backward pass (splash attention on TPU): an update of 8 x 8,192
+    # tokens keeps 38.0 GiB per v5p chip (no remat: 80.7 GiB, too close to 95 beside the engine's
+    # 9.6 GiB cache); estimate 1,439 -> 1,215 ms, MFU <= 34% -> <= 40% (docs/attention_kernels.md)
+    c.model.remat_policy = "dots_saveable"
     c.model.path = "/path/to/SmolLM3-3B"
     return paper_data(c, table)

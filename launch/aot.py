@@ -13,8 +13,14 @@ reference log-prob pass, the controller step, the engine's prefill and decode st
 (`activemem_jax/aot.py` builds their abstract inputs). Rows are `--length` tokens
 (default engine.max_len: the longest turn a run can meet). Prints one row per function:
 per-device HBM (arguments, temporaries, outputs, total) against the chip's HBM, TFLOP and
-bytes accessed per device, the compiler's time estimate, the MFU and tokens/s that
-estimate implies, and the compile time here; writes the rows as JSON (--json).
+bytes accessed per device, the time estimate, the MFU and tokens/s that estimate implies,
+and the compile time here; writes the rows as JSON (--json).
+
+Two corrections to XLA's own counts (activemem_jax/aot_report.py): a splash attention
+kernel's FLOPs, bytes and roofline time are modelled and added (the "kernels" column gives
+their share of the time; MFU is then an upper bound, "<="); with scanned layers each model
+row is also compiled unrolled at 1 and 2 layers and its counts extended to all layers
+(--whole_model, on by default; "L" marks those counts).
 
 Needs libtpu (bash launch/install.sh tpu, or the test extra). Exits 1 when a function
 does not fit, 2 on bad input (unknown topology, a mesh that does not cover the slice, an
@@ -42,6 +48,8 @@ _LAYOUTS = flags.DEFINE_enum("layouts", "config", ["config", "both"],
                              "both: also compile the GRPO update with unrolled and scanned layers "
                              "(when the loader has scan_layers) and print both compile times")
 _JSON = flags.DEFINE_string("json", "", "write the rows here as JSON")
+_WHOLE = flags.DEFINE_bool("whole_model", True, "scanned layers: also compile each model step unrolled at 1 and 2 "
+                           "layers and report the whole model's counts")
 
 
 def fmt_gib(b: float) -> str:
@@ -51,23 +59,26 @@ def fmt_gib(b: float) -> str:
 def print_table(reports, chip, header: str) -> None:
     print(header)
     cols = ("function", "args", "temp", "out", "total GiB", "of HBM", "TFLOP", "GB acc", "est ms", "MFU",
-            "tok/s", "compile s", "note")
+            "tok/s", "kernels", "compile s", "note")
     rows = []
     for r in reports:
         if isinstance(r, tuple):  # (name, error): did not compile
-            rows.append((r[0], "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", r[1]))
+            rows.append((r[0],) + ("-",) * 12 + (r[1],))
             continue
-        mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{100 * r.mfu:.0f}%"
-        tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{r.tokens_per_s:,.0f}"
+        bound = "<=" if r.modelled else ""
+        mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{bound}{100 * r.mfu:.0f}%"
+        tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{bound}{r.tokens_per_s:,.0f}"
         fit = f"{100 * r.total / r.hbm:.0f}%" + ("" if r.fits else " NO FIT")
-        one = "¹" if r.work.scanned else ""  # XLA's counts and estimate cover one scanned layer
+        # ¹: XLA's counts cover one scanned layer; L: scaled to the whole model
+        mark = "¹" if r.per_layer else ("L" if r.layers else "")
+        kern = f"{100 * r.modelled_share:.0f}% modelled" if r.modelled else "-"
         rows.append((r.name, fmt_gib(r.args), fmt_gib(r.temp), fmt_gib(r.out), fmt_gib(r.total), fit,
-                     f"{r.flops / 1e12:.2f}{one}", f"{r.bytes_accessed / 1e9:.1f}{one}",
-                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}{one}", mfu, tps,
+                     f"{r.total_flops / 1e12:.2f}{mark}", f"{r.total_bytes / 1e9:.1f}{mark}",
+                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}{mark}", mfu, tps, kern,
                      f"{r.compile_s:.0f}", r.note))
     widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
     for row in (cols, *rows):
-        print("  ".join(str(x).ljust(w) if i in (0, 12) else str(x).rjust(w)
+        print("  ".join(str(x).ljust(w) if i in (0, 13) else str(x).rjust(w)
                         for i, (x, w) in enumerate(zip(row, widths))))
 
 
@@ -75,6 +86,7 @@ def main(argv):
     del argv
     from activemem_jax import aot, topologies
     from activemem_jax.models import UnsupportedModelError
+    from activemem_jax.models.attention import resolve
 
     cfg = _CONFIG.value
     only = [f.strip() for f in _ONLY.value if f.strip()]
@@ -100,24 +112,38 @@ def main(argv):
     gen_mesh = aot.engine_mesh(mesh, devices, sl.hosts)
     chip = sl.chip
     want = set(only or FUNCTIONS)
-    todo = aot.named_train_functions(cfg, model_cfg, mesh, rules, length, want)
+
+    def model_steps(mc):
+        steps = aot.named_train_functions(cfg, mc, mesh, rules, length, want)
+        return steps + [c for c in (aot.engine_functions(cfg, mc, gen_mesh, rules) if {"prefill", "decode"} & want
+                                    else []) if c.name.split()[0] in want]
+
+    todo = model_steps(model_cfg)
+    # scanned layers: the same steps unrolled at 1 and 2 layers give the whole model's counts
+    if model_cfg.scan_layers and _WHOLE.value:
+        layer_steps = list(zip(*(model_steps(mc) for mc in aot.layer_configs(model_cfg))))
+    else:
+        layer_steps = [None] * len(todo)
     if "controller" in want:
         todo.append(aot.controller_function(cfg, model_cfg, gen_mesh))
-    for c in aot.engine_functions(cfg, model_cfg, gen_mesh, rules) if {"prefill", "decode"} & want else []:
-        if c.name.split()[0] in want:
-            todo.append(c)
+        layer_steps.append(None)
 
     m_sizes = dict(mesh.shape)
     header = (f"{os.path.basename(cfg.model.path)} ({model_cfg.num_params / 1e9:.2f}B, {model_cfg.dtype}, "
-              f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k != 'dtype')}) on {sl.name} "
+              f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k not in ('dtype', 'attention'))}, "
+              f"attention={resolve(model_cfg.attention, 'tpu', model_cfg.act_dtype)}) on {sl.name} "
               f"({sl.topology}, {sl.chips} x {chip.name}, {chip.hbm_gib:g} GiB HBM, {chip.peak_tflops:g} TFLOP/s "
               f"bf16, {sl.hosts} host(s)); training mesh {m_sizes}; engine mesh {dict(gen_mesh.shape)}; "
               f"jax {jax.__version__}")
     print(header, flush=True)
     reports = []
-    for c in todo:
+    for c, unrolled in zip(todo, layer_steps):
         try:
             r, _ = aot.compile_report(c.name, c.jitted, c.args, c.kwargs, c.work, c.mesh, chip, c.note)
+            if unrolled is not None:
+                one, two = (aot.compile_report(x.name, x.jitted, x.args, x.kwargs, x.work, x.mesh, chip)[0]
+                            for x in unrolled)
+                r = aot.whole_model(r, one, two, model_cfg.num_layers)
         except Exception as e:  # the TPU compiler refuses programs that exceed HBM
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             reports.append((c.name, f"compile failed: {first[:200]}"))
@@ -138,20 +164,24 @@ def main(argv):
 
     print()
     print_table(reports, chip, f"per device on {sl.name}: GiB of {chip.hbm_gib:g}; MFU and tok/s at the "
-                               f"compiler's time estimate (~: roofline of its counts)")
-    if any(not isinstance(r, tuple) and r.work.scanned for r in reports):
+                               f"time estimate (~: XLA gave none, roofline of its counts); TFLOP, bytes and time "
+                               f"include the kernels' modelled counts")
+    done = [r for r in reports if not isinstance(r, tuple)]
+    if any(r.per_layer for r in done):
         print("¹ scanned layers: XLA counts the loop body once, so TFLOP, bytes and the time estimate cover one "
-              "layer and give no MFU or tok/s (the memory is whole); --config.model.scan_layers=False for "
-              "the full counts")
+              "layer and give no MFU or tok/s (the memory is whole); --whole_model scales them")
+    if any(r.layers for r in done):
+        print(f"L whole model: the same step unrolled, compiled at 1 and 2 layers: counts(1) + "
+              f"{model_cfg.num_layers - 1} x (counts(2) - counts(1)); memory is the scanned program's own")
+    if any(r.modelled for r in done):
+        print("kernels: the share of the time estimate that is splash attention's modelled roofline "
+              "(max(FLOPs / peak, bytes / HBM bandwidth) per call, models/kernel_costs.py): XLA does not count "
+              "inside a Pallas kernel, so those rows' MFU and tok/s are upper bounds (<=)")
     if _JSON.value:
         from activemem_jax.bench_report import write_json
 
         write_json(_JSON.value, {"topology": sl.name, "config": header, "rows": [
-            {"name": r[0], "error": r[1]} if isinstance(r, tuple) else
-            {"name": r.name, "args": r.args, "temp": r.temp, "out": r.out, "alias": r.alias, "total": r.total,
-             "hbm": r.hbm, "fits": r.fits, "flops": r.flops, "bytes_accessed": r.bytes_accessed,
-             "compiler_seconds": r.seconds, "estimate_seconds": r.estimate, "mfu": r.mfu, "tokens_per_s": r.tokens_per_s, "compile_s": r.compile_s,
-             "scanned": r.work.scanned, "note": r.note} for r in reports]})
+            {"name": r[0], "error": r[1]} if isinstance(r, tuple) else r.to_json() for r in reports]})
     bad = [r[0] if isinstance(r, tuple) else r.name for r in reports if isinstance(r, tuple) or not r.fits]
     if bad:
         print(f"does not fit {sl.name} ({chip.hbm_gib:g} GiB per chip): {', '.join(bad)}", file=sys.stderr)

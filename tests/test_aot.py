@@ -1,12 +1,15 @@
 """Ahead-of-time compilation for a TPU slice on this CPU machine (libtpu from the test
 extra): the tiny model's update step and decode step compile for v5e-4 with fsdp 2 x
-tensor 2, and the compiled programs keep the weights (and the KV cache) sharded."""
+tensor 2, and the compiled programs keep the weights (and the KV cache) sharded. The
+update's splash attention calls are found and their counts modelled; a scanned model's
+counts scaled to all its layers match an unrolled compile."""
 
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 
 from activemem_jax import aot, topologies
+from activemem_jax.models.kernel_costs import splash_cost, splash_tag
 
 # tests/rl/conftest.py's tiny Llama, as config.json fields (no weights are needed to compile)
 TINY = dict(model_type="llama", vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -44,10 +47,15 @@ def test_slice_devices_are_tpus(setup):
     assert all(d.platform == "tpu" for d in mesh.devices.flat)
 
 
-def test_update_step_compiles_with_sharded_weights(setup):
+@pytest.fixture(scope="module")
+def update(setup):
     cfg, model_cfg, mesh, rules = setup
-    update = aot.train_functions(cfg, model_cfg, mesh, rules, length=128, algos=("grpo",))[0]
-    report, compiled = _compile(update, mesh)
+    step = aot.train_functions(cfg, model_cfg, mesh, rules, length=128, algos=("grpo",))[0]
+    return (step,) + _compile(step, mesh)
+
+
+def test_update_step_compiles_with_sharded_weights(setup, update):
+    update, report, compiled = update
     assert report.fits and report.temp > 0 and report.flops > 0 and report.bytes_accessed > 0
     state_shardings = compiled.input_shardings[0][2]  # (params, opt_state, backbone state, batch)
     flat = {".".join(map(str, p)): s for p, s in _leaves_with_path(state_shardings)}
@@ -59,6 +67,47 @@ def test_update_step_compiles_with_sharded_weights(setup):
     whole = sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in _leaves(update.args[2]))
     on_device = sum(_device_bytes(a) for a in _leaves(update.args[2]))
     assert on_device < 0.6 * whole, (on_device, whole)
+
+
+def test_splash_calls_are_found_and_modelled(setup, update):
+    """"auto" is splash on the TPU slice. Per device and micro-batch of 4 rows: 2 rows
+    (fsdp 2), 2 of 4 query heads and 1 of 2 KV heads (tensor 2), 128 tokens, head_dim 16;
+    each of the 2 layers runs the forward (saving residuals; no remat), dq and dkv."""
+    _, model_cfg, _, _ = setup
+    _, report, _ = update
+    assert model_cfg.attention == "auto" and not model_cfg.remat
+    tag = splash_tag(2, 2, 1, 128, 128, 16, 2, 0)
+    parts = [splash_cost(tag, "fwd", residuals=True), splash_cost(tag, "dq"), splash_cost(tag, "dkv")]
+    k = report.kernels
+    assert k.phases == {"fwd": 2, "dq": 2, "dkv": 2}
+    assert k.flops == 2 * sum(p.flops for p in parts) == 2 * 2 * 2 * (2 + 3 + 4) * (2 * 128 * 128 * 16)
+    assert k.bytes == 2 * sum(p.bytes for p in parts)
+    assert report.modelled and 0 < report.modelled_share < 1
+    assert report.estimate == pytest.approx(report.xla_seconds + k.seconds)
+    assert report.total_flops == report.flops + k.flops
+
+
+def test_scanned_counts_scale_to_the_unrolled_model(setup):
+    """The log-prob pass of a 3-layer scanned model: XLA counts its layer body once;
+    whole_model's counts (the pass unrolled at 1 and 2 layers, extended to 3) equal a
+    3-layer unrolled compile's, splash calls included."""
+    cfg, model_cfg, mesh, rules = setup
+    three = model_cfg.replace(num_layers=3)
+    one, two = aot.layer_configs(three.replace(scan_layers=True))
+    reports = {}
+    for name, mc in (("scanned", three.replace(scan_layers=True)), ("one", one), ("two", two), ("three", three)):
+        step = aot.train_functions(cfg, mc, mesh, rules, length=128, algos=("grpo",))[1]
+        reports[name] = _compile(step, mesh)[0]
+    scanned, three = reports["scanned"], reports["three"]
+    assert scanned.per_layer and scanned.mfu != scanned.mfu  # no MFU from one layer's counts
+    assert scanned.kernels.phases == {"fwd": 1}  # the loop body, once
+    whole = aot.whole_model(scanned, reports["one"], reports["two"], 3)
+    assert whole.kernels.phases == three.kernels.phases == {"fwd": 3}
+    assert whole.kernels.flops == three.kernels.flops
+    assert whole.flops == pytest.approx(three.flops, rel=1e-3)
+    assert whole.bytes_accessed == pytest.approx(three.bytes_accessed, rel=1e-3)
+    assert whole.xla_seconds == pytest.approx(three.xla_seconds, rel=1e-3)
+    assert whole.temp == scanned.temp and whole.layers == 3 and whole.mfu == whole.mfu
 
 
 def test_decode_step_compiles_for_the_slice(setup):
@@ -99,3 +148,25 @@ def _leaves_with_path(tree):
 def _device_bytes(a) -> int:
     shard = a.sharding.shard_shape(a.shape)
     return int(np.prod(shard)) * a.dtype.itemsize
+
+
+def test_table_marks_modelled_and_whole_model_rows(capsys):
+    """launch/aot.py's table: a row with kernels shows MFU as an upper bound and the
+    kernels' share of its time; a scaled scanned row is marked L, an unscaled one ¹."""
+    from activemem_jax.models.kernel_costs import ModelledKernels
+    from launch.aot import print_table
+
+    chip = topologies.get_slice(SLICE).chip
+    base = dict(devices=4, args=2 ** 30, temp=2 ** 30, out=0, alias=0, flops=100e12, bytes_accessed=1e9,
+                seconds=1.0, compile_s=1.0, hbm=16 * 2 ** 30, peak=100e12, bandwidth=1e12)
+    modelled = aot.Report(name="update", work=aot.Work(1000, 400e12, scanned=True), layers=28,
+                          kernels=ModelledKernels(calls=3, flops=50e12, bytes=1e9, seconds=1.0,
+                                                  phases={"fwd": 1, "dq": 1, "dkv": 1}), **base)
+    per_layer = aot.Report(name="logprobs", work=aot.Work(1000, 400e12, scanned=True), **base)
+    assert modelled.mfu == pytest.approx(400e12 / 4 / (2.0 * 100e12)) and modelled.modelled_share == 0.5
+    print_table([modelled, per_layer], chip, "header")
+    update_line, logp_line = [line for line in capsys.readouterr().out.splitlines()
+                              if line.startswith(("update", "logprobs"))]
+    assert "<=50%" in update_line and "150.00L" in update_line and "50% modelled" in update_line
+    cells = logp_line.split()  # one layer's counts: no MFU, tok/s or kernels
+    assert cells[6] == "100.00¹" and cells[9:12] == ["-", "-", "-"], cells

@@ -83,7 +83,9 @@ def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_b
     every row and are run once, for row 0; columns [shared, grad_from) come before every
     latent and are run forward only, into a KV cache; only columns [grad_from, T) are
     differentiated. hidden then covers those columns alone: [B, T - grad_from, D]. Exact
-    for a frozen backbone (no LoRA): nothing before the first latent depends on phi."""
+    for a frozen backbone (no LoRA): nothing before the first latent depends on phi. Each
+    chunk's queries sit at the same slots in every row (`query_start`), so an attention
+    kernel serves them all (models/attention.py)."""
     latents = controller.latents(controller.shared(h, p_bar))
     if not split or split == (0, 0):
         embeds = splice(model.embed_tokens(tokens), latents, latent_pos)
@@ -102,13 +104,14 @@ def policy_forward(model, controller, tokens, attention_mask, latent_pos, h, p_b
     if start > shared:
         slots = jnp.broadcast_to(jnp.arange(shared, start, dtype=jnp.int32), (b, start - shared))
         _, _, cache = model(tokens[:, shared:start], positions=positions[:, shared:start],
-                            attention_mask=mask[:, shared:start], cache=cache, slots=slots, return_logits=False)
+                            attention_mask=mask[:, shared:start], cache=cache, slots=slots, return_logits=False,
+                            query_start=shared)
     cache = jax.lax.stop_gradient(cache)
     rel = jnp.where(latent_pos >= 0, latent_pos - start, -1)
     embeds = splice(model.embed_tokens(tokens[:, start:]), latents, rel)
     slots = jnp.broadcast_to(jnp.arange(start, t, dtype=jnp.int32), (b, t - start))
     _, hidden, _ = model(embeds=embeds, positions=positions[:, start:], attention_mask=mask[:, start:],
-                         cache=cache, slots=slots, return_logits=False)
+                         cache=cache, slots=slots, return_logits=False, query_start=start)
     return hidden, latents
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
+from activemem_jax.models.attention import check_attention
+
 # model_type -> switches that the family fixes.
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {},
@@ -80,6 +82,9 @@ class ModelConfig:
     # stacked layer weights [L, ...] run under one scan: compile time independent of depth
     # (the unrolled layers decode faster on CPU; see FINDINGS)
     scan_layers: bool = False
+    # attention implementation: "auto" (by platform) | "xla" | "splash" (TPU) | "cudnn" (GPU);
+    # see models/attention.py
+    attention: str = "auto"
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads:
@@ -101,6 +106,7 @@ class ModelConfig:
                              "or 'dots_with_no_batch_dims_saveable'")
         if self.remat and self.remat_policy == "none":
             raise ValueError("remat=True contradicts remat_policy='none'; give one of them")
+        check_attention(self.attention)
         if self.quant not in ("", "int8"):
             raise ValueError(f"quant={self.quant!r}: use '' (no quantization) or 'int8'")
 

@@ -5,12 +5,13 @@ so an optimizer over `nnx.Param` (the controller, LoRA) never sees them. Each we
 carries logical axis names (`axes=`) that `activemem_jax.sharding` maps to the mesh.
 
 Entry point: `Decoder.__call__(tokens | embeds, positions, attention_mask, cache=None,
-slots=None)`. `slots` are the KV-cache rows each token is written to; a query attends
-to cache rows `<=` its own slot whose mask is set, so left and right padding, prefill
-and decode are one code path. Without a cache the sequence is its own cache. The cache
+slots=None, query_start=None)`. `slots` are the KV-cache rows each token is written to;
+a query attends to cache rows `<=` its own slot whose mask is set, so left and right
+padding, prefill and decode are one code path. Without a cache the sequence is its own cache. The cache
 (`models/kv_cache.py`) does its own writes and reads; each layer gets its view of it.
 Layers are unrolled, or stacked and scanned (`ModelConfig.scan_layers`), each under the
-remat policy the config names.
+remat policy the config names. Attention runs through XLA (`attend`) or a kernel
+(`ModelConfig.attention`; `models/attention.py`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.ad_checkpoint import checkpoint_name
 
+from activemem_jax.models.attention import AttentionPlan, Visibility, kernel_attend
 from activemem_jax.models.config import ModelConfig, RopeConfig
 from activemem_jax.models.kv_cache import CacheIndex, KVCache, LayerKV
 from activemem_jax.models.quant import matmul_int8
+
+
+PROJECTION = "projection"  # checkpoint name of every Linear's output
 
 
 class BackboneWeight(nnx.Variable):
@@ -56,7 +62,9 @@ class Linear(nnx.Module):
             y = matmul(x, self.kernel[...], transpose_w=True)
         if self.bias is not None:
             y = y + self.bias[...]
-        return y
+        # `matmul` is a custom_vjp, which remat's dots policies do not see as a dot: the name
+        # lets them keep projection outputs (REMAT_POLICIES)
+        return checkpoint_name(y, PROJECTION)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -146,12 +154,14 @@ class Attention(nnx.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def __call__(self, x, cos, sin, key_ok, kv: Optional[LayerKV], at: Optional[CacheIndex],
-                 causal_prefix: bool = False):
-        """x [B,T,D]; key_ok [B,T,S] bool; kv: this layer's cache (or None) and `at` where
-        this pass's tokens go in it. causal_prefix: the queries occupy cache rows 0..T-1, so
-        they attend only to each other (causally, skipping keys past each chunk) and the
-        cache is written, never read. Returns (out [B,T,D], kv after the write)."""
+    def __call__(self, x, cos, sin, vis: Visibility, kv: Optional[LayerKV], at: Optional[CacheIndex],
+                 causal_prefix: bool = False, plan: Optional[AttentionPlan] = None):
+        """x [B,T,D]; vis: which keys each query sees (vis.key_ok [B,T,S] bool); kv: this
+        layer's cache (or None) and `at` where this pass's tokens go in it. causal_prefix:
+        the queries occupy cache rows 0..T-1, so they attend only to each other (causally,
+        skipping keys past each chunk) and the cache is written, never read. plan: a
+        kernel serves the pass when its queries sit at static slots (vis.offset).
+        Returns (out [B,T,D], kv after the write)."""
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
@@ -162,13 +172,26 @@ class Attention(nnx.Module):
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B,KV,T,hd]
         if kv is not None:
             kv = kv.write(k, v, at)
+        if plan is not None and plan.kernel and vis.offset is not None:
+            out = kernel_attend(plan, q, *self._kernel_keys(k, v, kv, at, causal_prefix, vis.offset + t), vis)
+            return self.o_proj(out.reshape(b, t, -1)), kv
         if kv is None or causal_prefix:  # this pass's own keys are all there is to read
-            s = key_ok.shape[-1]
+            s = vis.key_ok.shape[-1]
             keys, values = [k[:, :, :s].transpose(0, 1, 3, 2)], [v[:, :, :s]]
         else:
             keys, values = kv.read(at)
-        out = attend(q, keys, values, key_ok, causal_prefix)
+        out = attend(q, keys, values, vis.key_ok, causal_prefix)
         return self.o_proj(out.reshape(b, t, -1)), kv
+
+    @staticmethod
+    def _kernel_keys(k, v, kv, at, causal_prefix: bool, end: int):
+        """The keys and values [B,KV,end,hd] a kernel reads: this pass's own, or the cache's
+        blocks (after this pass's write) joined and cut at the last query's slot."""
+        if kv is None or causal_prefix:
+            return k[:, :, :end], v[:, :, :end]
+        k_blocks, v_blocks = kv.read(at)
+        keys = jnp.concatenate(k_blocks, axis=-1)[..., :end].swapaxes(-1, -2)
+        return keys, jnp.concatenate(v_blocks, axis=-2)[:, :, :end]
 
 
 def attend(q, k_blocks, v_blocks, key_ok, causal_prefix: bool):
@@ -231,19 +254,24 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype)
 
-    def __call__(self, x, cos, sin, key_ok, kv, at, causal_prefix=False):
-        a, kv = self.attn(self.input_norm(x), cos, sin, key_ok, kv, at, causal_prefix)
+    def __call__(self, x, cos, sin, vis, kv, at, causal_prefix=False, plan=None):
+        a, kv = self.attn(self.input_norm(x), cos, sin, vis, kv, at, causal_prefix, plan)
         x = x + a
         x = x + self.mlp(self.post_attn_norm(x))
         return x, kv
 
 
-# remat_policy -> what the backward pass keeps of each layer (the rest is recomputed)
+# remat_policy -> what the backward pass keeps of each layer (the rest is recomputed). The
+# projections (q/k/v/o, MLP) are matmuls under a custom_vjp, invisible to jax's dots
+# policies, so those policies also keep what is named PROJECTION (without it,
+# "dots_saveable" compiled to the same program as "full").
+_cp = jax.checkpoint_policies
 REMAT_POLICIES = {
     "none": None,  # no rematerialization: everything is kept
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots_saveable": jax.checkpoint_policies.dots_saveable,
-    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "full": _cp.nothing_saveable,
+    "dots_saveable": _cp.save_from_both_policies(_cp.dots_saveable, _cp.save_only_these_names(PROJECTION)),
+    "dots_with_no_batch_dims_saveable": _cp.save_from_both_policies(_cp.dots_with_no_batch_dims_saveable,
+                                                                    _cp.save_only_these_names(PROJECTION)),
 }
 
 
@@ -251,11 +279,14 @@ class Decoder(nnx.Module):
     """The frozen decoder-only backbone. Layers are unrolled (`self.layers[i]`), or with
     `cfg.scan_layers` one `DecoderLayer` whose weights carry a leading layer axis
     (created under `nnx.vmap`, logical axis "layers") and run under `jax.lax.scan`:
-    compile time no longer grows with depth."""
+    compile time no longer grows with depth. `mesh` and `rules`: where a kernel's
+    shard_map places rows and heads (`models/attention.py`); without them a kernel runs
+    unsharded and the implementation "auto" follows this process's backend."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, mesh=None, rules=None):
         dtype = jnp.dtype(cfg.dtype)
         self.config = cfg
+        self.attention_plan = AttentionPlan.build(cfg.attention, mesh, rules, cfg.act_dtype)
         self.embedding = BackboneWeight(_zeros((cfg.vocab_size, cfg.hidden_size), jnp.int8 if cfg.quant else dtype),
                                         axes=("vocab", "embed"))
         self.embedding_scale = (BackboneWeight(_zeros((cfg.vocab_size,), jnp.float32), axes=("vocab",))
@@ -294,7 +325,7 @@ class Decoder(nnx.Module):
 
     def __call__(self, tokens=None, *, embeds=None, positions=None, attention_mask=None,
                  cache: Optional[KVCache] = None, slots=None, return_logits: bool = True,
-                 kv_len: Optional[int] = None, cache_rows=None):
+                 kv_len: Optional[int] = None, cache_rows=None, query_start: Optional[int] = None):
         """Run the backbone.
 
         tokens [B, T] int or embeds [B, T, D]; positions [B, T] int (RoPE positions,
@@ -304,7 +335,9 @@ class Decoder(nnx.Module):
         below it), so short sequences in a long cache read only what they use. `cache_rows` [B]
         maps batch element i to cache row cache_rows[i] (default i), so one sequence can
         be prefilled straight into one slot of a many-slot cache (an out-of-range row
-        writes nothing: batch padding).
+        writes nothing: batch padding). `query_start` (static): `slots` are
+        query_start + 0..T-1 in every row, which lets a kernel attend (without it, a pass
+        with slots attends through XLA).
         Returns (logits [B, T, V] float32 or None, hidden [B, T, D], cache or None).
         """
         if (tokens is None) == (embeds is None):
@@ -328,8 +361,15 @@ class Decoder(nnx.Module):
             at = CacheIndex(slots=query_slots, rows=cache_rows, span=span)
             key_mask, new_mask = cache.key_mask(attention_mask, at)
         key_ok = key_mask[:, None, :span] & (jnp.arange(span)[None, None, :] <= query_slots[:, :, None])
+        offset = None  # static slot of every row's first query, when a kernel may attend
+        if self.attention_plan.kernel:
+            if slots is not None and query_start is not None and query_start + t > span:
+                raise ValueError(f"query_start={query_start} puts {t} tokens past the {span} cache positions read")
+            offset = (0 if t <= span else None) if cache is None or slots is None else query_start
+        vis = Visibility(key_ok=key_ok, query_mask=attention_mask, key_mask=key_mask, offset=offset)
 
-        run = functools.partial(_run_layer, key_ok=key_ok, at=at, causal_prefix=slots is None)
+        run = functools.partial(_run_layer, vis=vis, at=at, causal_prefix=slots is None,
+                                plan=self.attention_plan)
         policy = self.config.remat_mode
         if policy != "none":
             run = jax.checkpoint(run, policy=REMAT_POLICIES[policy], static_argnums=(0,))
@@ -369,6 +409,6 @@ class Decoder(nnx.Module):
         return x, [kv]
 
 
-def _run_layer(graphdef, state, x, kv, cos, sin, *, key_ok, at, causal_prefix):
+def _run_layer(graphdef, state, x, kv, cos, sin, *, vis, at, causal_prefix, plan):
     """One decoder layer as a pure function of its weights (what remat and scan wrap)."""
-    return nnx.merge(graphdef, state)(x, cos, sin, key_ok, kv, at, causal_prefix)
+    return nnx.merge(graphdef, state)(x, cos, sin, vis, kv, at, causal_prefix, plan)

@@ -19,6 +19,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
 from activemem_jax import sharding as shd
+from activemem_jax.models.attention import check_attention
 from activemem_jax.models.checkpoint_files import CheckpointError, GGUFReader, SafetensorsReader
 from activemem_jax.models.config import ModelConfig
 from activemem_jax.models.decoder import Decoder
@@ -176,7 +177,8 @@ def fast_dtype(platform: Optional[str] = None) -> str:
 
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
                     rules=None, remat: bool = False, activation_dtype: str = "",
-                    quant: str = "", scan_layers: bool = False, remat_policy: str = "") -> PretrainedModel:
+                    quant: str = "", scan_layers: bool = False, remat_policy: str = "",
+                    attention: str = "auto") -> PretrainedModel:
     """Load a frozen backbone.
 
     path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
@@ -191,7 +193,10 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     scan_layers: stack the layers' weights [L, ...] and run them under one scan (compile
     time independent of depth); remat_policy: "none" | "full" | "dots_saveable" |
     "dots_with_no_batch_dims_saveable" ("" = "full" with remat, else "none").
+    attention: "auto" | "xla" | "splash" | "cudnn" (`models/attention.py`; "auto" picks by
+    the mesh's platform: splash on TPU, cudnn on GPU, xla on CPU).
     """
+    check_attention(attention)
     if dtype == "auto":
         dtype = fast_dtype()
     if path == "embedded":
@@ -201,7 +206,7 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
         raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
                                 "model directory, a .gguf file, or 'embedded')")
     runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype, "quant": quant,
-               "scan_layers": scan_layers, "remat_policy": remat_policy}
+               "scan_layers": scan_layers, "remat_policy": remat_policy, "attention": attention}
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         if not os.path.exists(cfg_path):
@@ -220,19 +225,30 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
 
     if mesh is None:
         mesh = shd.make_mesh(data=-1)
-    abstract = nnx.eval_shape(lambda: Decoder(config))
+    check_platform(config, mesh.devices.flat[0].platform)
+    abstract = nnx.eval_shape(lambda: Decoder(config, mesh, rules))
     graphdef, abstract_state = nnx.split(abstract)
     state = load_state(abstract_state, reader, mesh, rules, config.tie_word_embeddings)
     return PretrainedModel(config, graphdef, state, mesh, path=path,
                            tokenizer_source=tokenizer_source, rules=rules)
 
 
-MODEL_FIELDS = ("path", "dtype", "activation_dtype", "quant", "remat", "scan_layers", "remat_policy")
+def check_platform(config: ModelConfig, platform: str) -> None:
+    """A kernel asked for by name must exist where the model runs (one-line errors)."""
+    if config.attention == "cudnn" and platform != "gpu":
+        raise ValueError(f"model.attention='cudnn' needs a GPU; this run's devices are {platform} "
+                         "(use 'auto' or 'xla')")
+    if config.attention == "cudnn" and config.act_dtype != "bfloat16":
+        raise ValueError(f"model.attention='cudnn' needs bfloat16 activations (cuDNN's flash attention has no "
+                         f"float32 kernel); activations are {config.act_dtype}")
+
+
+MODEL_FIELDS = ("path", "dtype", "activation_dtype", "quant", "remat", "scan_layers", "remat_policy", "attention")
 
 
 def load_from_config(model_cfg, *, mesh: Optional[Mesh] = None, rules=None, **override) -> PretrainedModel:
     """`load_pretrained` with a config's `model` section (path, dtype, activation_dtype,
-    quant, remat, scan_layers, remat_policy; missing fields take their defaults);
+    quant, remat, scan_layers, remat_policy, attention; missing fields take their defaults);
     `override` replaces fields (e.g. remat=False for a rollout-only copy)."""
     fields = {k: model_cfg[k] for k in MODEL_FIELDS if k in model_cfg}
     fields.update(override)
@@ -242,5 +258,5 @@ def load_from_config(model_cfg, *, mesh: Optional[Mesh] = None, rules=None, **ov
     return load_pretrained(path, mesh=mesh, rules=rules, **fields)
 
 
-__all__ = ["MODEL_FIELDS", "cpu_has_amx_bf16", "fast_dtype", "load_from_config", "load_pretrained",
+__all__ = ["MODEL_FIELDS", "check_platform", "cpu_has_amx_bf16", "fast_dtype", "load_from_config", "load_pretrained",
            "PretrainedModel", "forward", "positions_from_mask"]
