@@ -1,5 +1,5 @@
 """What one ahead-of-time compile says about a jitted step, with the two corrections XLA's
-own counts need (`activemem_jax/aot.py` builds the steps; `launch/aot.py` prints these).
+own counts need (`activemem_jax/aot.py` builds the steps; `print_table` prints these for `launch/aot.py`).
 
 1. Custom kernels. XLA's cost analysis does not look inside a Pallas call (flops -1, a
    time near zero). Every splash call in the compiled program is found by its named
@@ -182,3 +182,33 @@ def whole_model(scanned: Report, one: Report, two: Report, layers: int) -> Repor
 
 
 __all__ = ["Report", "Work", "compile_report", "layer_configs", "whole_model"]
+
+
+def fmt_gib(b: float) -> str:
+    return f"{b / 2**30:.2f}"
+
+
+def print_table(reports, chip, header: str) -> None:
+    print(header)
+    cols = ("function", "args", "temp", "out", "total GiB", "of HBM", "TFLOP", "GB acc", "est ms", "MFU",
+            "tok/s", "kernels", "compile s", "note")
+    rows = []
+    for r in reports:
+        if isinstance(r, tuple):  # (name, error): did not compile
+            rows.append((r[0],) + ("-",) * 12 + (r[1],))
+            continue
+        bound = "<=" if r.modelled else ""
+        mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{bound}{100 * r.mfu:.0f}%"
+        tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{bound}{r.tokens_per_s:,.0f}"
+        fit = f"{100 * r.total / r.hbm:.0f}%" + ("" if r.fits else " NO FIT")
+        # ¹: XLA's counts cover one scanned layer; L: scaled to the whole model
+        mark = "¹" if r.per_layer else ("L" if r.layers else "")
+        kern = f"{100 * r.modelled_share:.0f}% modelled" if r.modelled else "-"
+        rows.append((r.name, fmt_gib(r.args), fmt_gib(r.temp), fmt_gib(r.out), fmt_gib(r.total), fit,
+                     f"{r.total_flops / 1e12:.2f}{mark}", f"{r.total_bytes / 1e9:.1f}{mark}",
+                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}{mark}", mfu, tps, kern,
+                     f"{r.compile_s:.0f}", r.note))
+    widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
+    for row in (cols, *rows):
+        print("  ".join(str(x).ljust(w) if i in (0, 13) else str(x).rjust(w)
+                        for i, (x, w) in enumerate(zip(row, widths))))

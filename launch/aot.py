@@ -38,6 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from activemem_jax.aot_report import fmt_gib, print_table  # noqa: E402
+
 FUNCTIONS = ("update_grpo", "update_sft", "logprobs", "controller", "prefill", "decode")
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_qwen2_5_1_5b.py", "training config file")
 _TOPOLOGY = flags.DEFINE_string("topology", "", "TPU slice, e.g. v4-8, v5e-8, v5e-16, v5p-8, v5p-16, v6e-8 "
@@ -50,36 +52,6 @@ _LAYOUTS = flags.DEFINE_enum("layouts", "config", ["config", "both"],
 _JSON = flags.DEFINE_string("json", "", "write the rows here as JSON")
 _WHOLE = flags.DEFINE_bool("whole_model", True, "scanned layers: also compile each model step unrolled at 1 and 2 "
                            "layers and report the whole model's counts")
-
-
-def fmt_gib(b: float) -> str:
-    return f"{b / 2**30:.2f}"
-
-
-def print_table(reports, chip, header: str) -> None:
-    print(header)
-    cols = ("function", "args", "temp", "out", "total GiB", "of HBM", "TFLOP", "GB acc", "est ms", "MFU",
-            "tok/s", "kernels", "compile s", "note")
-    rows = []
-    for r in reports:
-        if isinstance(r, tuple):  # (name, error): did not compile
-            rows.append((r[0],) + ("-",) * 12 + (r[1],))
-            continue
-        bound = "<=" if r.modelled else ""
-        mfu = "-" if r.mfu != r.mfu or not r.work.model_flops else f"{bound}{100 * r.mfu:.0f}%"
-        tps = "-" if r.tokens_per_s != r.tokens_per_s else f"{bound}{r.tokens_per_s:,.0f}"
-        fit = f"{100 * r.total / r.hbm:.0f}%" + ("" if r.fits else " NO FIT")
-        # ¹: XLA's counts cover one scanned layer; L: scaled to the whole model
-        mark = "¹" if r.per_layer else ("L" if r.layers else "")
-        kern = f"{100 * r.modelled_share:.0f}% modelled" if r.modelled else "-"
-        rows.append((r.name, fmt_gib(r.args), fmt_gib(r.temp), fmt_gib(r.out), fmt_gib(r.total), fit,
-                     f"{r.total_flops / 1e12:.2f}{mark}", f"{r.total_bytes / 1e9:.1f}{mark}",
-                     ("" if r.compiler_estimate else "~") + f"{1e3 * r.estimate:.1f}{mark}", mfu, tps, kern,
-                     f"{r.compile_s:.0f}", r.note))
-    widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]
-    for row in (cols, *rows):
-        print("  ".join(str(x).ljust(w) if i in (0, 13) else str(x).rjust(w)
-                        for i, (x, w) in enumerate(zip(row, widths))))
 
 
 def main(argv):
