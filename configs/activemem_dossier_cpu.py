@@ -1,10 +1,12 @@
 """ActiveMem on dossier streams (envs/dossier.py) with the embedded SmolLM2-135M: entities
 with grouped attributes, corrections, reminders and decoys, questions that reach back
 across the episodes of a stream. The tree persists across episodes (and is checkpointed
-with the controller); each step runs the next episode of 4 streams side by side
-(data/streams.py). SFT warm start (its tree actions follow the threshold rule), then GRPO
-on task reward; held-out streams before vs after, beside the rules that need no
-training (store_all is the threshold rule with perfect retrieval).
+with the controller); each step runs the next episode of 8 streams side by side
+(data/streams.py). SFT warm start (its tree actions follow the environment's expert
+writes, `train.sft_tree="expert"`; a supervised contrastive loss trains the retrieval key
+head), then GRPO on task reward; held-out streams before vs after, beside the rules that
+need no training (store_all is the threshold rule with perfect retrieval). The switches
+and what was measured to choose them: docs/memory_streams.md.
 
     python -m launch.train --config configs/activemem_dossier_cpu.py
 """
@@ -19,11 +21,12 @@ def get_config():
     c.engine.update(max_slots=16, max_len=256)
     c.policy = policy_defaults(num_latents=1, capacity=256, max_children=16, max_depth=4, max_ops=16, max_tokens=3,
                                hidden=256, latent_init_std=0.02, temperature=1.0, layout="observation",
-                               tree_scope="stream", idle_utility="decay", stop=("\n", "."), system_prompt="")
+                               tree_scope="stream", idle_utility="decay", stop=("\n", "."), system_prompt="",
+                               key_head=True, descend="closer", path_pool="leaf", tau_stop=0.5)
     c.data.update(name="dossier", max_turns=12)
     c.data.dossier.update(streams=64)
-    c.train.update(steps=80, sft_steps=60, group_size=4, prompts_per_step=4, mini_batch_rows=32, seeds=(0, 1),
-                   micro_batch_rows=0)
+    c.train.update(steps=320, sft_steps=300, group_size=4, prompts_per_step=8, mini_batch_rows=32, seeds=(0, 1),
+                   micro_batch_rows=0, sft_tree="expert", key_coef=1.0)
     c.optim.update(lr_controller=2e-3, warmup_steps=5)
     c.checkpoint.update(every=10, keep=2)
     c.eval.update(enabled=True, n_tasks=16)
