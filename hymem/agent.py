@@ -4,11 +4,12 @@ separate context spaces; only typed returns cross their boundaries (paper sectio
     agent = HyMemAgent(client, toolbox, HyMemConfig())
     result = agent.run(question)   # Result(answer, confidence, trace, usage)
 
-Fold trigger (Eq. 17, SPEC 5 R2): every counter counts since the last fold, consecutive
-executor failures included; context utilization is the token count of the planner prompt
-the next call would send (`client.count_tokens` when the client has it, else the prompt's
-characters at the tokens-per-character rate of the run's last real call). Fold (Eq. 13):
-each memory is rewritten from its previous value and the histories (`hymem.memory.fold`).
+Fold trigger (Eq. 17, docs/design.md#memories-and-folds): every counter counts since the
+last fold, consecutive executor failures included; context utilization is the token count
+of the planner prompt the next call would send (`client.count_tokens` when the client has
+it, else the prompt's characters at the tokens-per-character rate of the run's last real
+call). Fold (Eq. 13): each memory is rewritten from its previous value and the histories
+(`hymem.memory.fold`).
 Distillation (Eq. 8): a tool observation reaches the executor as phi(o | d), the rule
 filter's text distilled by the auxiliary client (`aux`, by default the main one) for
 the executor's directive d (`hymem.distill`).

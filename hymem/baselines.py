@@ -4,8 +4,8 @@
 - Summary agent: when the context passes `summary_threshold` tokens, the last 3 turns
   are summarized by the model and replaced by the summary; the older history stays.
 - ReSum: at `resum_fraction` (90%) of the context window, the previous summary and
-  everything after it are summarized into one new summary (SPEC 5 R2: nothing found
-  earlier is lost) and the context restarts from [system, question + summary].
+  everything after it are summarized into one new summary (docs/design.md#baselines:
+  nothing found earlier is lost) and the context restarts from [system, question + summary].
 """
 
 from __future__ import annotations

@@ -122,8 +122,9 @@ def search_tools(retriever, documents: Optional[Sequence[dict]] = None,
 def file_tool(paths: Sequence[str], max_chars: int = 20000) -> Tool:
     """parse_file for PDF, CSV, XLSX, DOCX, TXT, HTML, confined to `paths`: files (read by
     their path or their bare name) or directories (anything beneath). A benchmark passes
-    the task's attachment files only (SPEC 5 R2), never the benchmark directory, whose
-    metadata holds the gold answers. The tool's description names the readable files."""
+    the task's attachment files only (docs/design.md#benchmark-hygiene), never the
+    benchmark directory, whose metadata holds the gold answers. The tool's description
+    names the readable files."""
     real = [os.path.realpath(p) for p in paths]
     files = [r for r in real if os.path.isfile(r)]
     dirs = [r for r in real if os.path.isdir(r)]

@@ -13,8 +13,8 @@ agent), means over the tasks:
 - prompt tokens, and the prompt tokens an engine prefix cache of `--slots` x `--rows`
   tokens would not have served (`PrefixCacheModel`: the engine's own slot policy);
 - decoded tokens;
-- dependency length (SPEC 4.6, MEM1's definition): for every call with c prompt tokens
-  and l generated ones, (c + l / 2) * l, summed.
+- dependency length (docs/design.md#metrics, MEM1's definition): for every call with c
+  prompt tokens and l generated ones, (c + l / 2) * l, summed.
 
     python -m launch.bench_horizon [--objectives 1,2,4,8,16,32] [--tasks 2] [--slots 8 --rows 32768]
     python -m launch.bench_horizon --agents amem,thread,react --objectives 1,4,16   # the other baselines

@@ -19,8 +19,9 @@ A task that raises is recorded with its error and retried by the next run. A dea
 endpoint (`model.max_consecutive_failures` failed calls in a row, after retries with
 backoff) stops the run with a clear message; finished rows and the summary are kept.
 
-Benchmark hygiene (SPEC 5 R2): a task's parse_file reads only that task's attachment
-(never the benchmark directory and its metadata), and the question names the file.
+Benchmark hygiene (docs/design.md#benchmark-hygiene): a task's parse_file reads only that
+task's attachment (never the benchmark directory and its metadata), and the question
+names the file.
 `benchmark.text_only` filters GAIA as the HyMem paper's A.1 does ("text-only instances"):
 "no_attachment" keeps tasks without a file, "readable_attachment" also keeps tasks whose
 file parse_file can read (PDF, DOCX, XLSX, CSV, HTML, TXT, ...); "" keeps all.

@@ -4,9 +4,9 @@ one table, used by `launch/bench_memory.py` and any evaluation that trains varia
     cfg = apply_ablation(cfg, "w/o HLMT")        # a copy of an ml_collections run config
 
 Each entry overrides run-config fields (dotted paths). Training-side ablations change
-`train.*`; the memory ones change `policy.*`. "w/o tree action head" is SPEC 4.5 R2's
-static hierarchy: the threshold rule acts in training (SFT's targets included) and in
-evaluation, and nothing trains the head.
+`train.*`; the memory ones change `policy.*`. "w/o tree action head" is the static
+hierarchy of docs/design.md#ablations: the threshold rule acts in training (SFT's targets
+included) and in evaluation, and nothing trains the head.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Episode end (SPEC 4.4): commit the rollouts' op logs to the persistent tree, credit the
-activated paths with the episode returns, run the maintenance; and the tree telemetry
-every training step line and evaluation row reports.
+"""Episode end (docs/design.md#rollout-and-commit): commit the rollouts' op logs to the
+persistent tree, credit the activated paths with the episode returns, run the
+maintenance; and the tree telemetry every training step line and evaluation row reports.
 
     tree, resolved, counts = finish(cfg, tree, logs, overlay_paths, turns, returns)   # jitted
     stats = telemetry(trajectories, counts, tree)

@@ -1,5 +1,6 @@
-"""Latent injection into the frozen backbone's input embeddings (SPEC 4.3), and the
-training forward that recomputes m_t from the recorded (h_t, p_bar_t) of each turn.
+"""Latent injection into the frozen backbone's input embeddings
+(docs/design.md#latent-injection), and the training forward that recomputes m_t from the
+recorded (h_t, p_bar_t) of each turn.
 
     emb = splice(embeds, latents, latent_pos)      # [B, T, D] <- [B, K, D] at [B, K]
     logp = policy_logprobs(backbone, controller, batch)   # [B, T] log p(token_t | < t)

@@ -1,4 +1,5 @@
-"""Prompt layouts for ActiveMem rollouts, with K latent placeholder tokens (SPEC 4.3).
+"""Prompt layouts for ActiveMem rollouts, with K latent placeholder tokens
+(docs/design.md#context-layout).
 
     layout = PromptLayout(tokenizer, num_latents=4, mode="constant")
     turn = layout.render(task_prompt, history=[(response_1, obs_1), ...])  # obs_t = newest
@@ -14,12 +15,12 @@ channel across turns (the model's own earlier responses are not carried: whateve
 crosses turns goes through the memory; the recall task uses it). At turn 0 the
 observation is the task prompt itself.
 
-Slots: "before_observation" (SPEC 4.3, the default) or "after_observation" (the
-placeholders end the newest user message). After the observation, the placeholder-free
-prompt that encodes h_t is a prefix of the generation prompt, so the engine reuses its KV
-and a turn no longer prefills the observation twice (ActiveMem's per-turn overhead drops
-to the K slots and the assistant header); the latents then no longer condition how the
-model reads the observation, only what it writes.
+Slots: "before_observation" (docs/design.md#latent-injection, the default) or
+"after_observation" (the placeholders end the newest user message). After the observation,
+the placeholder-free prompt that encodes h_t is a prefix of the generation prompt, so the
+engine reuses its KV and a turn no longer prefills the observation twice (ActiveMem's
+per-turn overhead drops to the K slots and the assistant header); the latents then no
+longer condition how the model reads the observation, only what it writes.
 
 The chat is rendered by the tokenizer's own template with a marker where the latents go;
 the text on either side of the marker is tokenized separately, so `ids` and `plain_ids`

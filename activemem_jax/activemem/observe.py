@@ -1,4 +1,4 @@
-"""What the controller reads of an observation s_t (SPEC 4.1 / 4.2 R2).
+"""What the controller reads of an observation s_t (docs/design.md#query-space).
 
     enc = ObservationEncoder(model)
     h, pooled = enc(["The code for Vorlan is red.", ...])   # [n, d] each, float32 numpy

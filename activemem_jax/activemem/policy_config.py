@@ -26,7 +26,8 @@ class PolicyConfig:
     activation: str = "gelu"
     layout: str = "constant"       # constant (MEM1) | full (plain full-history baseline) |
                                    # observation (newest observation only: no text across turns)
-    latent_slots: str = "before_observation"  # SPEC 4.3 | after_observation (no double prefill)
+    latent_slots: str = "before_observation"  # | after_observation (no double prefill);
+                                              # docs/design.md#latent-injection
     system_prompt: str = "default"  # the chat's system message; "default": the template's own
     use_tree: bool = True          # False = w/o HLMT
     tree_actions: bool = True      # False = w/o tree action head (the threshold rule acts)

@@ -5,19 +5,22 @@ tree edit and op log. Pure and jitted (one compile per batch size).
                                           turn, cfg)
 
 `overlays` / `logs` are batched (leading axis E): each episode reads its own copy of the
-frozen snapshot plus its pending nodes (SPEC 4.4). h [E, d] is the observation's
-last-token state (the controller's input), q [E, d] its unit query vector (traversal,
-and what inserts and updates start from, SPEC 4.2 R2). Masks (SPEC 4.2): update needs a
-non-empty path; insert needs a free slot, room in the op log, a node the tree accepts
-(depth, children) and no child of the leaf already closer than tau_merge to it.
+frozen snapshot plus its pending nodes (docs/design.md#rollout-and-commit). h [E, d] is
+the observation's last-token state (the controller's input), q [E, d] its unit query
+vector (traversal, and what inserts and updates start from, docs/design.md#tree-writes).
+Masks (docs/design.md#tree-action-masks): update needs a non-empty path; insert needs a
+free slot, room in the op log, a node the tree accepts (depth, children) and no child of
+the leaf already closer than tau_merge to it.
 
 Tree actions come from the head (sampled, or argmax with greedy), or from the threshold
 rule (insert when the path is empty, else update the leaf) with `rule` (SFT targets) or
-when the head is off (`tree_actions=False`: the static hierarchy ablation, SPEC 4.5 R2).
+when the head is off (`tree_actions=False`: the static hierarchy ablation,
+docs/design.md#ablations).
 Rows the head did not choose get a noop-only mask, so no loss term trains the head there.
 
-For the loss's recomputation of p_bar (SPEC 4.5 R2), every path node also reports its
-embedding at retrieval time and, when this episode wrote it, which turn did and how.
+For the loss's recomputation of p_bar (docs/design.md#gradient-through-memory), every
+path node also reports its embedding at retrieval time and, when this episode wrote it,
+which turn did and how.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Delimiter steps for single-shot tasks (SPEC 4.3): one response, cut into steps.
+"""Delimiter steps for single-shot tasks (docs/design.md#delimiter-steps): one response,
+cut into steps.
 
     env = SegmentedEnv(MathEnv(), delimiter="\\n\\n", max_steps=8)
 

@@ -1,4 +1,5 @@
-"""The space the tree is searched in (SPEC 4.1 R2): q = normalize(P (pool(h over s_t) - mu)).
+"""The space the tree is searched in (docs/design.md#query-space):
+q = normalize(P (pool(h over s_t) - mu)).
 
     space = init_query_space(d, components=4)
     space = observe(space, pooled)          # pooled [n, d]: token-mean final hidden states

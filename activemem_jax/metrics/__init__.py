@@ -7,7 +7,7 @@
 - `gaia_score`: GAIA's official rules (numbers compared after dropping `$ % ,`; lists
   split on `,`/`;` compared element by element; strings compared without whitespace,
   lowercased, punctuation removed).
-- `peak_tokens`, `dependency_length`, `pass_at_k`: SPEC 4.6.
+- `peak_tokens`, `dependency_length`, `pass_at_k`: docs/design.md#metrics.
 """
 
 from __future__ import annotations

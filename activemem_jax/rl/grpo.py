@@ -1,4 +1,4 @@
-"""GRPO losses and advantages (SPEC 4.5). Pure, jittable functions.
+"""GRPO losses and advantages (docs/design.md#grpo). Pure, jittable functions.
 
     from activemem_jax.rl import grpo
     adv = grpo.group_advantages(rewards, group_size, eps=1e-6, normalize_std=True)  # [B*G]
@@ -49,8 +49,9 @@ def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: 
                             lambda_h: float = 0.5, eps: float = 1e-6):
     """Per-step advantages A_{i,t} = A_i + lambda_h * mean_{n in P_t} (U(n) - mean_G R) /
     (std_G R + eps), where U(n) is the mean return of the group's rollouts that activated
-    node n (SPEC 4.5). rewards [E] (E = B*G, grouped); episode [S] the rollout of each
-    step; path [S, D] persistent node slots (-1 pad), num_nodes the tree capacity.
+    node n (docs/design.md#hierarchical-advantage). rewards [E] (E = B*G, grouped);
+    episode [S] the rollout of each step; path [S, D] persistent node slots (-1 pad),
+    num_nodes the tree capacity.
     Returns [S] float32 (lambda_h = 0: the plain group advantage of the step's rollout)."""
     r, mean, std = _group_stats(rewards, group_size, eps)
     e = r.size

@@ -290,7 +290,9 @@ class Trainer:
         # node credit keyed by identity: the snapshot nodes every rollout of the group read
         paths = np.stack([s.credit_path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
         extra = {}
-        if algo == "grpo":  # A_{i,t} for the token (and latent) loss and the tree term alike (SPEC 4.5 R2)
+        # A_{i,t} for the token (and latent) loss and the tree term alike
+        # (docs/design.md#hierarchical-advantage)
+        if algo == "grpo":
             tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths,
                                                                self.policy.config.capacity, t.lambda_h, t.adv_eps))
             adv_rows = tree_adv

@@ -1,4 +1,5 @@
-"""Delimiter steps for single-shot reasoning tasks (SPEC 4.3): SegmentedEnv and rollouts."""
+"""Delimiter steps for single-shot reasoning tasks (docs/design.md#delimiter-steps):
+SegmentedEnv and rollouts."""
 
 import numpy as np
 import pytest

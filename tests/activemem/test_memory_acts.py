@@ -1,6 +1,7 @@
-"""The memory acts (SPEC 4 R2): the query space against numpy, retrieval that finds the
-fact a question is about, residual writes and the path mean recomputed in numpy, p_bar
-recomputed in the loss equal to the rollout's, and a gradient on every controller head."""
+"""The memory acts (docs/design.md#query-space, #tree-writes): the query space against
+numpy, retrieval that finds the fact a question is about, residual writes and the path
+mean recomputed in numpy, p_bar recomputed in the loss equal to the rollout's, and a
+gradient on every controller head."""
 
 import dataclasses
 

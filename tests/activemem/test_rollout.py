@@ -122,8 +122,9 @@ def test_ablations(embedded_model, engine, env, tasks):
     assert not s.h.any() and not s.q.any()  # no tree and no latents: the observation is not read
     assert s.prompt_ids == plain.layout.render(env.initial_prompt(tasks[0])).plain_ids
     assert int(plain.tree.valid.sum()) == 1
-    # w/o tree action head: a static hierarchy built by the threshold rule (SPEC 4.5 R2),
-    # not an empty tree: insert when the path is empty, else update; the head never chooses
+    # w/o tree action head: a static hierarchy built by the threshold rule
+    # (docs/design.md#ablations), not an empty tree: insert when the path is empty, else
+    # update; the head never chooses
     static = ActiveMem(embedded_model, engine, PolicyConfig(num_latents=2, tree_actions=False, **SMALL))
     res = static.rollout(env, tasks, seed=1)
     steps = [s for t in res.trajectories for s in t.steps]

@@ -1,6 +1,6 @@
-"""Benchmark hygiene (SPEC 5 R2): no tool reads benchmark metadata (the gold answers);
-parse_file reads only the task's attachment; the question names it; the A.1 text-only
-filter."""
+"""Benchmark hygiene (docs/design.md#benchmark-hygiene): no tool reads benchmark metadata
+(the gold answers); parse_file reads only the task's attachment; the question names it;
+the A.1 text-only filter."""
 
 import json
 import os
