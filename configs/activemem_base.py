@@ -39,7 +39,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.policy = policy_defaults(num_latents=4, capacity=4096, max_tokens=512, temperature=1.0)
     c.lora = ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=("q_proj", "v_proj")))
     c.data = ml_collections.ConfigDict(dict(
-        name="synthetic",          # activemem_jax/rl/tasks.py: synthetic | recall | first_token | multi_objective_qa
+        name="synthetic",          # activemem_jax/tasks/: synthetic | recall | first_token | multi_objective_qa
         seed=0, n_entities=2000, split="train", n_objectives=(2,), n_tasks=4096, max_turns=8,  # | single_qa | gsm8k | math
         n_facts=4, n_questions=0,  # recall: facts and questions per episode (0: one per fact)
         codes=(),                  # recall, dossier: the closed answer set (empty: envs.recall.CODES, 8 colours)

@@ -1,7 +1,7 @@
 """Evaluate ActiveMem (untrained or from a checkpoint) against the frozen model's
-full-history and truncated-context variants, on synthetic N-objective QA or any task
-registered in `activemem_jax/rl/tasks.py` (benchmark.name, with its data paths in the
-benchmark section: multi_objective_qa, single_qa, gsm8k, math, ...).
+full-history and truncated-context variants, on any task registered in
+`activemem_jax/tasks/` (benchmark.name, default synthetic N-objective QA, with its data
+paths in the benchmark section: multi_objective_qa, single_qa, gsm8k, math, ...).
 
     python -m launch.eval_activemem --config configs/activemem_eval_synthetic.py
     python -m launch.eval_activemem --config configs/activemem_eval_qa.py \
@@ -28,27 +28,20 @@ def run(cfg) -> dict:
 
     from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.data import synthetic_world
-    from activemem_jax.data.retrieval import BM25Retriever
     from activemem_jax.engine import Engine
     from activemem_jax.models import load_from_config
+    from activemem_jax.tasks import build_section
 
     console = Console(stderr=True)
     base = PolicyConfig.from_dict(cfg.policy.to_dict())
     b = cfg.benchmark
     model = load_from_config(cfg.model)
-    if b.get("name", "synthetic") == "synthetic":
-        world = synthetic_world.generate(seed=b.seed, n_entities=b.n_entities)
-        tasks = {n: synthetic_world.make_tasks(world, b.split, n, b.n_tasks, seed=b.seed) for n in b.n_objectives}
-        retriever, make_env = BM25Retriever(world.documents), None
-    else:  # any task registered in rl/tasks.py, its data paths in the benchmark section
-        from activemem_jax.rl.tasks import build_section
-
-        flat, env_factory, retriever = build_section(b, model)
-        tasks = {}
-        for t in flat:
-            tasks.setdefault(len(t["answers"]), []).append(t)
-        make_env = lambda max_turns: env_factory(max_turns)  # noqa: E731
+    if "name" not in b:  # a benchmark section without a name is the synthetic world
+        b = b.copy_and_resolve_references()
+        with b.unlocked():
+            b.name = "synthetic"
+    ts = build_section(b, model)
+    tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
     restore = None
     if cfg.checkpoint:
         from activemem_jax.rl.checkpoints import restore_policy

@@ -58,7 +58,7 @@ def run_config(variant: str, seed: int, args, out_dir: str):
 
 def eval_tasks(cfg, streams: int, seed: int = 1):
     from activemem_jax.envs.dossier import check_sizes, make_dossier_tasks
-    from activemem_jax.rl.tasks import recall_codes
+    from activemem_jax.tasks import recall_codes
 
     sizes = check_sizes(cfg.data.dossier.to_dict())
     sizes["streams"] = streams

@@ -37,28 +37,21 @@ def init_distributed(cfg) -> None:
 
 def evaluate_before_after(trainer, cfg) -> dict:
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.data import synthetic_world
-    from activemem_jax.data.retrieval import BM25Retriever
+    from activemem_jax.tasks import build_section
 
     e, d = cfg.eval, cfg.data
-    make_env = None
-    if d.name == "synthetic":
-        world = synthetic_world.generate(seed=d.seed, n_entities=d.n_entities)
-        tasks = {n: synthetic_world.make_tasks(world, e.split, n, e.n_tasks, seed=d.seed + 1) for n in e.n_objectives}
-        retriever = BM25Retriever(world.documents)
-    else:  # a registered task: its held-out questions (eval.qa_files / eval.path, else the training files)
-        from activemem_jax.rl.tasks import build_section
-
-        held = d.copy_and_resolve_references()
-        held.update({"n_objectives": tuple(e.n_objectives), "n_tasks": e.n_tasks, "seed": d.seed + 1})
+    # the registered task's held-out set: eval's split, sizes and seed + 1 (the synthetic world
+    # stays the training one: world_seed), eval.qa_files / eval.path, else the training files;
+    # no format reward, so em is the answers' score
+    held = d.copy_and_resolve_references()
+    with held.unlocked():
+        held.update({"n_objectives": tuple(e.n_objectives), "n_tasks": e.n_tasks, "seed": d.seed + 1,
+                     "world_seed": d.get("world_seed", d.seed), "split": e.split, "format_reward": 0.0})
         for key in ("qa_files", "path"):
             if e.get(key):
                 held[key] = e[key]
-        flat, env_factory, retriever = build_section(held, trainer.model, "data")
-        tasks = {}
-        for t in flat:
-            tasks.setdefault(len(t["answers"]), []).append(t)
-        make_env = lambda max_turns: env_factory(max_turns)  # noqa: E731
+    ts = build_section(held, trainer.model, "data")
+    tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
     turns = lambda n: min(e.max_turns_cap, e.turns_per_objective * n + e.extra_turns)  # noqa: E731
     base = trainer.policy.config
     rows = []
@@ -86,7 +79,7 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
     every no-training rule by more than it. With one seed there is no spread and no claim."""
     from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.rl.tasks import recall_codes
+    from activemem_jax.tasks import recall_codes
 
     codes = recall_codes(cfg.data)
     if cfg.data.name == "dossier":  # held-out streams, every episode in order (evaluate_streams)

@@ -67,7 +67,7 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
     turn budget), so a variant costs one pass of turns, not one per N; a trajectory's
     time is then its wall time inside that shared batch. together=False: one batch per
     (variant, N). make_env(max_turns): the environment of a registered task
-    (`rl.tasks`); None: multi-objective QA over `retriever`."""
+    (`activemem_jax.tasks`); None: multi-objective QA over `retriever`."""
     if make_env is None:
         make_env = lambda max_turns: MultiObjectiveQAEnv(retriever, max_turns=max_turns)  # noqa: E731
     rows = []

@@ -13,7 +13,7 @@ power-of-two length, and the columns before the first latent run forward only
 Resuming restores params, optimizer state, tree, data iterator and step; rollout seeds
 depend on (seed, step) only, so a resumed run repeats an uninterrupted one.
 
-This file holds the loop; the tasks come from rl/tasks.py (`data.name`), the padded rows
+This file holds the loop; the tasks come from activemem_jax/tasks/ (`data.name`), the padded rows
 and mini-batches from rl/rows.py, and the multi-host plumbing from rl/hosts.py.
 """
 
@@ -33,7 +33,7 @@ from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.rl.tasks import build_tasks
+from activemem_jax.tasks import build_tasks
 from activemem_jax.rl.update import LossConfig, TrainStep, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,8 @@ class Trainer:
         self.engine = engine or Engine(self.gen_model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
         self.policy = ActiveMem(self.gen_model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()),
                                 seed=cfg.seed)
-        self.tasks, self.make_env, self.search = build_tasks(cfg, model)
+        task_set = build_tasks(cfg, model)
+        self.tasks, self.make_env, self.search = task_set.tasks, task_set.make_env, task_set.search
         self.streamed = is_streamed(self.tasks)  # episodes of streams (envs/dossier.py): in order
         if self.streamed:
             self.data = StreamOrder(self.tasks, t.prompts_per_step, seed=cfg.seed, process_index=self.hosts.index,

@@ -80,14 +80,14 @@ def test_evaluate_runs_every_n_in_one_batch_with_its_own_turn_budget(embedded_mo
 
 @pytest.mark.slow
 def test_registered_qa_task_closed_book_and_with_retrieval(embedded_model, engine, tmp_path):
-    """A real-data task from rl/tasks.py (a fixture FlashRAG file and corpus) evaluated end
+    """A real-data task from activemem_jax/tasks/ (a fixture FlashRAG file and corpus) evaluated end
     to end on the embedded model, closed-book and with retrieval (whose backends find
     nothing and the corpus's document)."""
     import json
 
     import ml_collections
 
-    from activemem_jax.rl.tasks import build_section
+    from activemem_jax.tasks import build_section
 
     qa = tmp_path / "qa.jsonl"
     qa.write_text("".join(json.dumps({"id": str(i), "question": q, "golden_answers": [a]}) + "\n" for i, (q, a) in

@@ -14,7 +14,7 @@ import pytest
 
 from activemem_jax.data import loaders
 from activemem_jax.data.bad_rows import MERGED, RowSieve, check_policy
-from activemem_jax.rl.tasks import build_section, build_tasks
+from activemem_jax.tasks import build_section, build_tasks
 
 VELMOR = {"id": "2hop_1__sub1", "question": "Who founded Velmor?", "golden_answers": ["Ada Kest"]}
 OSTRA = {"id": "2hop_1__sub2", "question": "Where was Ada Kest born?", "golden_answers": ["Ostra"],
@@ -144,7 +144,6 @@ def test_the_data_section_carries_the_policy_to_the_tasks(multihop):
 
 def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader(tmp_path):
     from configs.agents_synthetic import get_config
-    from launch.eval_agents import load_tasks
 
     gaia = tmp_path / "gaia"
     gaia.mkdir()
@@ -153,9 +152,9 @@ def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader
     cfg = get_config()
     cfg.benchmark.update(name="gaia", path=str(gaia), n_tasks=10)
     with pytest.raises(KeyError, match="row 2 has no 'Question' field"):
-        load_tasks(cfg)
+        build_section(cfg.benchmark)
     cfg.benchmark.bad_rows = "skip"
-    assert [t["id"] for t in load_tasks(cfg)[0]] == ["t1"]
+    assert [t["id"] for t in build_section(cfg.benchmark).tasks] == ["t1"]
     run = subprocess.run([sys.executable, "-m", "launch.eval_agents", "--config", "configs/agents_synthetic.py",
                           "--config.benchmark.name=gaia", f"--config.benchmark.path={gaia}",
                           "--config.benchmark.bad_rows=lenient", f"--config.out_dir={tmp_path / 'out'}"],

@@ -1,4 +1,4 @@
-"""The real-data tasks of rl/tasks.py (MEM1's composition over FlashRAG files, single QA,
+"""The real-data tasks of activemem_jax/tasks/ (MEM1's composition over FlashRAG files, single QA,
 GSM8K/MATH) from fixture files, with the data errors they must name."""
 
 import json
@@ -7,7 +7,7 @@ import ml_collections
 import pytest
 
 from activemem_jax.data import index as idx
-from activemem_jax.rl.tasks import BUILDERS, build_section, compose
+from activemem_jax.tasks import BUILDERS, build_section, compose
 
 QUESTIONS = [("who founded Velmor?", ["Ada Kest"]), ("when was Velmor founded?", ["1821"]),
              ("where was Ada Kest born?", ["Ostra"]), ("what river crosses Ostra?", ["Lenn", "the Lenn"]),
@@ -111,7 +111,7 @@ def test_missing_or_broken_data_names_the_field_and_the_place(files, tmp_path):
 def test_paper_configs_train_on_the_papers_data_and_name_a_missing_file(name):
     import importlib
 
-    from activemem_jax.rl.tasks import build_tasks
+    from activemem_jax.tasks import build_tasks
 
     module = importlib.import_module(f"configs.{name}")
     t7, t9 = module.get_config(), module.get_config("table9")

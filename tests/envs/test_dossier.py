@@ -125,7 +125,7 @@ def test_a_depth_one_tree_too_small_for_the_stream_is_refused():
 
 
 def test_the_task_registry_builds_dossier_streams_from_a_config():
-    from activemem_jax.rl.tasks import build_tasks
+    from activemem_jax.tasks import build_tasks
     from configs.activemem_base import base_config
 
     cfg = base_config()

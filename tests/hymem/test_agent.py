@@ -212,7 +212,7 @@ def test_baselines_keep_raw_observations_and_fold_as_specified():
 
 def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
     import configs.agents_synthetic as base
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     gaia = tmp_path / "gaia"
     gaia.mkdir()
@@ -239,7 +239,7 @@ def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
 def test_eval_harness_reads_browsecomp_plus_with_a_scripted_client(tmp_path):
     import configs.agents_synthetic as base
     from activemem_jax.data.loaders import encrypt_browsecomp
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     canary = "canary-test"
     (tmp_path / "q.jsonl").write_text(json.dumps({

@@ -47,10 +47,12 @@ def _probes(gaia):
 
 
 def test_no_tool_of_any_task_can_read_the_metadata(gaia, tmp_path):
-    from launch.eval_agents import load_tasks, task_toolbox
+    from activemem_jax.tasks import build_section, task_toolbox
 
-    tasks, docs = load_tasks(_cfg(gaia, tmp_path))
-    assert [t["id"] for t in tasks] == ["t1", "t2", "t3"] and docs == []
+    ts = build_section(_cfg(gaia, tmp_path).benchmark)
+    tasks = ts.tasks
+    assert [t["id"] for t in tasks] == ["t1", "t2", "t3"] and not ts.documents and ts.search is None
+    assert ts.make_toolbox is task_toolbox and list(ts.by_group()) == [1, 2]  # GAIA's levels
     for task in tasks:
         tools = task_toolbox(task, [])
         for tool in tools.tools.values():
@@ -66,7 +68,7 @@ def test_no_tool_of_any_task_can_read_the_metadata(gaia, tmp_path):
 
 
 def test_the_question_names_the_attachment_and_the_run_never_sees_gold(gaia, tmp_path):
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     cfg = _cfg(gaia, tmp_path, n_tasks=1)
     cfg.agents = ("hymem", "react")
@@ -92,8 +94,8 @@ def test_the_question_names_the_attachment_and_the_run_never_sees_gold(gaia, tmp
 @pytest.mark.parametrize("text_only,ids", [("", ["t1", "t2", "t3"]), ("no_attachment", ["t2"]),
                                            ("readable_attachment", ["t1", "t2"])])
 def test_text_only_filter(gaia, tmp_path, text_only, ids):
-    from launch.eval_agents import load_tasks
+    from activemem_jax.tasks import build_section
 
-    tasks, _ = load_tasks(_cfg(gaia, tmp_path, text_only=text_only))
+    tasks = build_section(_cfg(gaia, tmp_path, text_only=text_only).benchmark).tasks
     assert [t["id"] for t in tasks] == ids
     assert all(os.path.basename(f) in t["question"] for t in tasks for f in t["files"])

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_hymem_and_react_on_the_synthetic_benchmark(tmp_path, embedded_model):
     import configs.agents_synthetic as base
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     cfg = base.get_config()
     cfg.agents = ("hymem", "react")

@@ -142,7 +142,7 @@ def _rows(tmp_path):
 
 
 def test_results_are_appended_per_task_and_a_rerun_skips_them(tmp_path):
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     cfg = _eval_cfg(tmp_path)
     def script(tag, messages):  # each task: one invalid action, then a clean finish
@@ -169,7 +169,7 @@ def test_results_are_appended_per_task_and_a_rerun_skips_them(tmp_path):
 
 
 def test_a_dead_server_keeps_finished_rows_and_the_rerun_finishes_the_rest(tmp_path):
-    from launch.eval_agents import evaluate
+    from hymem.evaluate import evaluate
 
     cfg = _eval_cfg(tmp_path, max_consecutive_failures=2, retries=0)
     cfg.concurrency = 1
@@ -194,7 +194,7 @@ def test_a_dead_server_keeps_finished_rows_and_the_rerun_finishes_the_rest(tmp_p
 
 
 def test_a_task_that_raises_is_recorded_and_retried(tmp_path, monkeypatch):
-    import launch.eval_agents as ev
+    import hymem.evaluate as ev
 
     cfg = _eval_cfg(tmp_path)
     cfg.agents = ("react",)

@@ -9,7 +9,7 @@ from tests.hymem.test_resilience import _eval_cfg
 
 
 def test_trials_are_seeded_resumable_and_summarized(tmp_path):
-    import launch.eval_agents as ev
+    import hymem.evaluate as ev
 
     cfg = _eval_cfg(tmp_path)
     cfg.agents = ("base",)
@@ -40,7 +40,7 @@ def test_trials_are_seeded_resumable_and_summarized(tmp_path):
 
 
 def test_balanced_selection_takes_equal_shares_of_each_level():
-    from launch.eval_agents import select_balanced
+    from activemem_jax.tasks import select_balanced
 
     rows = [{"id": str(i), "difficulty": ("easy", "medium", "hard")[i % 3] if i < 300 else "hard",
              "evidence_docs": list(range(i % 7))} for i in range(360)]
@@ -56,7 +56,7 @@ def test_balanced_selection_takes_equal_shares_of_each_level():
 
 
 def test_browsecomp_plus_as_a1_runs_it_balanced_levels_and_three_trials(tmp_path):
-    import launch.eval_agents as ev
+    import hymem.evaluate as ev
 
     with open(tmp_path / "q.jsonl", "w") as f:
         for i in range(12):

@@ -1,0 +1,100 @@
+"""The registry: a task family is one builder, registered by name, that turns a config
+section into a `TaskSet`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Hashable, Optional, Sequence
+
+BUILDERS: dict[str, Callable] = {}
+
+
+def register(*names: str):
+    """`@register("name", ...)` on a builder `(section, model) -> TaskSet`."""
+    def add(fn):
+        for name in names:
+            BUILDERS[name] = fn
+        return fn
+    return add
+
+
+def answer_score(task: dict, answer: str) -> float:
+    """A final answer against `task["answers"]` (one gold list per question): exact match
+    for one question, the fraction of questions answered for N (MEM1's composition)."""
+    from activemem_jax import metrics
+
+    n = len(task["answers"])
+    return metrics.multi_objective_score(answer, task["answers"]) / n if n > 1 else \
+        metrics.exact_match(answer, task["answers"][0])
+
+
+def n_objectives(task: dict) -> int:
+    """The default grouping: the number of questions a task asks (results are reported per N)."""
+    return len(task["answers"])
+
+
+def task_toolbox(task: dict, search: Sequence = ()):
+    """HyMem's tools for one task: the shared search tools, and parse_file over the task's
+    own attachment files only (docs/design.md#benchmark-hygiene)."""
+    from hymem.tools import Toolbox, file_tool
+
+    files = list(task.get("files") or [])
+    return Toolbox(list(search) + ([file_tool(files)] if files else []))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSet:
+    """What a task family gives, for either paper.
+
+    tasks: the task dicts ({id, question, questions?, answers, files?, level?, ...}).
+    make_env: ActiveMem's environment factory, `make_env()` or `make_env(max_turns)`;
+        None for a family only agents run (gaia, browsecomp_plus).
+    search: the search backend (a retriever with `search(query, k)`), or None
+        (closed-book, or files only).
+    documents: the corpus the agents' search tools may open (web_parse); () when none.
+    score: `score(task, answer) -> float in [0, 1]`, a final answer's score (HyMem's
+        Pass@1; ActiveMem's environments compute their own reward); None: no text scorer.
+    group: `group(task) -> key`, how results are grouped (N objectives by default; a
+        difficulty level for the agent benchmarks).
+    make_toolbox: HyMem's toolbox factory, `make_toolbox(task, search_tools)`.
+
+    A TaskSet unpacks as (tasks, make_env, search), the tuple builders returned before.
+    """
+
+    tasks: list
+    make_env: Optional[Callable] = None
+    search: Any = None
+    documents: Sequence = ()
+    score: Optional[Callable[[dict, str], float]] = answer_score
+    group: Callable[[dict], Hashable] = n_objectives
+    make_toolbox: Callable = task_toolbox
+
+    def __iter__(self):
+        return iter((self.tasks, self.make_env, self.search))
+
+    def by_group(self) -> dict:
+        """{group key: tasks}, keys in first-seen order."""
+        out: dict = {}
+        for t in self.tasks:
+            out.setdefault(self.group(t), []).append(t)
+        return out
+
+
+def build_tasks(cfg, model=None) -> TaskSet:
+    """The training tasks of cfg.data."""
+    return build_section(cfg.data, model, "data")
+
+
+def build_section(d, model=None, where: str = "benchmark") -> TaskSet:
+    """The TaskSet of any config section with a `name` (`data`, an evaluation's
+    `benchmark`); `model` only for the families that need it (first_token)."""
+    if d.name not in BUILDERS:
+        raise ValueError(f"{where}.name={d.name!r}: use one of {sorted(BUILDERS)}")
+    from activemem_jax.data.bad_rows import check_policy
+
+    check_policy(d.get("bad_rows", "strict"), f"{where}.bad_rows")
+    return BUILDERS[d.name](d, model)
+
+
+def names() -> list[str]:
+    return sorted(BUILDERS)
