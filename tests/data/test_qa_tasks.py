@@ -122,3 +122,27 @@ def test_paper_configs_train_on_the_papers_data_and_name_a_missing_file(name):
         build_tasks(t7, None)
     with pytest.raises(ValueError, match="use one of"):
         module.get_config("table8")
+
+
+def test_the_synthetic_family_is_one_task_set_for_both_papers():
+    """ActiveMem's training and evaluation and HyMem's agents build the synthetic world's
+    tasks through the one registered family: grouped by N, searched over the world, scored
+    per question; a held-out set keeps the world (world_seed) and moves the task seed."""
+    from activemem_jax.data import synthetic_world as sw
+    from activemem_jax.envs import MultiObjectiveQAEnv
+
+    d = ml_collections.ConfigDict(dict(name="synthetic", seed=3, n_entities=50, split="dev", n_objectives=(1, 2),
+                                       n_tasks=2, max_turns=4))
+    ts = build_section(d)
+    world = sw.generate(seed=3, n_entities=50)
+    assert ts.by_group() == {n: sw.make_tasks(world, "dev", n, 2, seed=3) for n in (1, 2)}
+    assert ts.documents == world.documents and ts.search.search(ts.tasks[0]["questions"][0], 3)
+    env = ts.make_env()
+    assert isinstance(env, MultiObjectiveQAEnv) and env.max_turns == 4 and ts.make_env(7).max_turns == 7
+    one, two = ts.tasks[0], ts.tasks[2]
+    assert ts.score(one, one["answers"][0][0]) == 1.0 and ts.score(one, "no idea") == 0.0
+    assert ts.score(two, f"{two['answers'][0][0]}; wrong") == 0.5
+    held = build_section(ml_collections.ConfigDict({**d.to_dict(), "seed": 4, "world_seed": 3}))
+    assert held.documents == world.documents and held.tasks != ts.tasks
+    tasks, make_env, search = ts  # the tuple the builders returned before the TaskSet
+    assert tasks is ts.tasks and search is ts.search
