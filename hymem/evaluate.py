@@ -24,7 +24,7 @@ The benchmark section's options (bad_rows, text_only, balance) are the task fami
 (activemem_jax/tasks/agents.py); a task's tools are its family's toolbox (search over the
 corpus, parse_file over the task's own attachment only: docs/design.md#benchmark-hygiene).
 
-Imports no JAX unless the model is the in-process engine.
+Importing this module imports no JAX.
 """
 
 from __future__ import annotations
