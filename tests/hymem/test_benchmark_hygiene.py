@@ -99,3 +99,20 @@ def test_text_only_filter(gaia, tmp_path, text_only, ids):
     tasks = build_section(_cfg(gaia, tmp_path, text_only=text_only).benchmark).tasks
     assert [t["id"] for t in tasks] == ids
     assert all(os.path.basename(f) in t["question"] for t in tasks for f in t["files"])
+
+
+def test_the_runs_retrieval_server_is_the_search_of_every_agent_benchmark(gaia, tmp_path):
+    from activemem_jax.data.retrieval import BM25Retriever, RemoteRetriever
+    from activemem_jax.tasks import build_section
+    from hymem.evaluate import benchmark_section
+
+    cfg = _cfg(gaia, tmp_path)
+    assert build_section(benchmark_section(cfg)).search is None  # GAIA without a server: files only
+    cfg.retrieval_url = "http://127.0.0.1:9/"
+    ts = build_section(benchmark_section(cfg))
+    assert isinstance(ts.search, RemoteRetriever) and ts.search.url == "http://127.0.0.1:9/retrieve"
+    cfg.benchmark.update(name="synthetic", n_entities=50, n_objectives=(1,), n_tasks=1)
+    assert isinstance(build_section(benchmark_section(cfg)).search, RemoteRetriever)
+    cfg.retrieval_url = ""
+    assert isinstance(build_section(benchmark_section(cfg)).search, BM25Retriever)
+    assert "retrieval_url" not in cfg.benchmark  # the run's config is left as it was
