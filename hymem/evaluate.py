@@ -16,7 +16,7 @@ Nothing finished is lost: each task's row is appended to results.jsonl (with its
 counts) as soon as it finishes, and a re-run skips the (agent, task, trial) runs already
 there. `trials` (the paper's A.1: at least 3) runs every task that many times, trial
 k >= 1 sampling with seed + k; the summary has each agent's Pass@1 mean over trials and their
-standard deviation. A task that raises is recorded with its error and retried by the next
+standard deviation, and its Pass@1 per group of the task family (N objectives, a level). A task that raises is recorded with its error and retried by the next
 run. A dead endpoint (`model.max_consecutive_failures` failed calls in a row, after
 retries with backoff) raises `EndpointDown`; finished rows and the summary are kept.
 
@@ -201,9 +201,10 @@ def plot(rows, out_dir):
         plt.close(fig)
 
 
-def summarize(rows) -> dict:
+def summarize(rows, group_of: dict | None = None) -> dict:
     """Per agent: means over its tasks (a task that raised scores 0 and is counted in
-    `task_errors`) and the error counts summed."""
+    `task_errors`) and the error counts summed. group_of: {task id: group}, the task
+    family's grouping (N objectives, a difficulty level), adds `pass@1_by_group`."""
     out = {}
     for name in sorted({r["agent"] for r in rows}):
         rs = [r for r in rows if r["agent"] == name]
@@ -225,6 +226,12 @@ def summarize(rows) -> dict:
                      **{key: sum(r.get(key) or 0 for r in rs)
                         for key in ("model_errors", "tool_errors", "invalid_actions", "memory_failures",
                                     "context_guards")}}
+        groups = {str(r["task"]): (group_of or {}).get(str(r["task"])) for r in rs}
+        if any(g is not None for g in groups.values()):
+            by_group: dict = {}
+            for r in rs:
+                by_group.setdefault(str(groups[str(r["task"])]), []).append(r.get("score") or 0)
+            out[name]["pass@1_by_group"] = {k: sum(v) / len(v) for k, v in sorted(by_group.items())}
     return out
 
 
@@ -282,7 +289,7 @@ def evaluate(cfg, client=None) -> dict:
             out.flush()
             progress.advance(bar)
     rows = read_rows(results_path)
-    summary = summarize(rows)
+    summary = summarize(rows, {str(t["id"]): ts.group(t) for t in tasks})
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     if down is not None:

@@ -31,7 +31,7 @@ def test_trials_are_seeded_resumable_and_summarized(tmp_path):
     assert sorted(set(seeds), key=str) == sorted({None, 1, 2}, key=str)  # trial k: seed + k
     s = summary["base"]
     assert s["trials"] == 3 and s["tasks"] == n_tasks and len(s["pass@1_per_trial"]) == 3
-    assert s["pass@1_std"] == 0.0 and s["pass@1"] == 0.0
+    assert s["pass@1_std"] == 0.0 and s["pass@1"] == 0.0 and s["pass@1_by_group"] == {"1": 0.0}  # by N
     for trial in (1, 2):
         assert (tmp_path / "out" / "traces" / "base" / f"{rows[0]['task']}.trial{trial}.jsonl").exists()
     calls = len(seeds)
@@ -76,4 +76,5 @@ def test_browsecomp_plus_as_a1_runs_it_balanced_levels_and_three_trials(tmp_path
     assert len(tasks) == 6 and len(rows) == 18
     assert sorted(int(t) % 3 for t in tasks) == [0, 0, 1, 1, 2, 2]  # two of each level
     assert summary["react"]["trials"] == 3 and summary["react"]["pass@1"] == 1.0
+    assert summary["react"]["pass@1_by_group"] == {"easy": 1.0, "hard": 1.0, "medium": 1.0}  # the family's grouping
     assert (tmp_path / "out" / "context_growth.png").exists()
