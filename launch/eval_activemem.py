@@ -30,7 +30,7 @@ def run(cfg) -> dict:
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.engine import Engine
     from activemem_jax.models import load_from_config
-    from activemem_jax.tasks import build_section
+    from activemem_jax.tasks import build_section, require_env
 
     console = Console(stderr=True)
     base = PolicyConfig.from_dict(cfg.policy.to_dict())
@@ -40,7 +40,7 @@ def run(cfg) -> dict:
         b = b.copy_and_resolve_references()
         with b.unlocked():
             b.name = "synthetic"
-    ts = build_section(b, model)
+    ts = require_env(build_section(b, model), b.name)
     tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
     restore = None
     if cfg.checkpoint:

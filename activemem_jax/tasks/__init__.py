@@ -34,11 +34,11 @@ Importing this package imports no JAX.
 """
 
 from activemem_jax.tasks._registry import (BUILDERS, TaskSet, answer_score, build_section, build_tasks,
-                                           n_objectives, names, register, task_toolbox)
+                                           n_objectives, names, register, require_env, task_toolbox)
 from activemem_jax.tasks import agents, qa, recall, single_shot, synthetic  # noqa: F401  (registers)
 from activemem_jax.tasks.agents import select_balanced
 from activemem_jax.tasks.qa import compose
 from activemem_jax.tasks.recall import recall_codes
 
 __all__ = ["BUILDERS", "TaskSet", "answer_score", "build_section", "build_tasks", "compose", "n_objectives",
-           "names", "recall_codes", "register", "select_balanced", "task_toolbox"]
+           "names", "recall_codes", "register", "require_env", "select_balanced", "task_toolbox"]

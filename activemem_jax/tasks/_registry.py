@@ -81,8 +81,17 @@ class TaskSet:
 
 
 def build_tasks(cfg, model=None) -> TaskSet:
-    """The training tasks of cfg.data."""
-    return build_section(cfg.data, model, "data")
+    """The training tasks of cfg.data (a family with an ActiveMem environment)."""
+    return require_env(build_section(cfg.data, model, "data"), cfg.data.name, "data")
+
+
+def require_env(ts: TaskSet, name: str, where: str = "benchmark") -> TaskSet:
+    """ts, if ActiveMem can run it (it has an environment factory)."""
+    if ts.make_env is None:
+        raise ValueError(f"{where}.name={name!r} is an agent benchmark with no ActiveMem environment: "
+                         "evaluate agents on it with `python -m launch.eval_agents`, or pick a task with one "
+                         "(activemem_jax/tasks/: synthetic, multi_objective_qa, single_qa, recall, ...)")
+    return ts
 
 
 def build_section(d, model=None, where: str = "benchmark") -> TaskSet:

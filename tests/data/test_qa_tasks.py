@@ -7,7 +7,7 @@ import ml_collections
 import pytest
 
 from activemem_jax.data import index as idx
-from activemem_jax.tasks import BUILDERS, build_section, compose
+from activemem_jax.tasks import BUILDERS, build_section, build_tasks, compose
 
 QUESTIONS = [("who founded Velmor?", ["Ada Kest"]), ("when was Velmor founded?", ["1821"]),
              ("where was Ada Kest born?", ["Ostra"]), ("what river crosses Ostra?", ["Lenn", "the Lenn"]),
@@ -111,8 +111,6 @@ def test_missing_or_broken_data_names_the_field_and_the_place(files, tmp_path):
 def test_paper_configs_train_on_the_papers_data_and_name_a_missing_file(name):
     import importlib
 
-    from activemem_jax.tasks import build_tasks
-
     module = importlib.import_module(f"configs.{name}")
     t7, t9 = module.get_config(), module.get_config("table9")
     assert (t7.data.name, tuple(t7.data.n_objectives), tuple(t7.eval.n_objectives)) == \
@@ -146,3 +144,14 @@ def test_the_synthetic_family_is_one_task_set_for_both_papers():
     assert held.documents == world.documents and held.tasks != ts.tasks
     tasks, make_env, search = ts  # the tuple the builders returned before the TaskSet
     assert tasks is ts.tasks and search is ts.search
+
+
+def test_an_agent_benchmark_is_refused_where_activemem_needs_an_environment(tmp_path):
+    from configs.activemem_base import base_config
+
+    cfg = base_config()
+    cfg.data.update(name="gaia", path=str(tmp_path))
+    (tmp_path / "metadata.jsonl").write_text('{"task_id": "t1", "Question": "q?", "Final answer": "a"}\n')
+    assert build_section(cfg.data, None, "data").make_env is None
+    with pytest.raises(ValueError, match="data.name='gaia' is an agent benchmark with no ActiveMem environment"):
+        build_tasks(cfg, None)
