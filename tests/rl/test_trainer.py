@@ -28,7 +28,11 @@ def test_grpo_raises_the_reward_the_prefix_controls(tmp_path, embedded_model, en
     the latent prefix (2 vectors) can move it; the 135M backbone stays bit-identical."""
     before = jax.tree.map(np.asarray, embedded_model.state)
     trainer = make_trainer(tmp_path, embedded_model, engine, data=dict(prompts=YES_NO, target_words=("No",)),
-                           optim=dict(lr_controller=2e-2), steps=16)
+                           optim=dict(lr_controller=1e-2), steps=16)
+    # lr 1e-2: rewards climb to 1.0 by step 10 and stay. At 2e-2 they reach 1.0 by step 6,
+    # then one update (grad norm 9.9, a group at 0.75) throws the prefix off the model's
+    # input distribution: entropy 0.3 -> 5.9, reward 0 for the remaining steps (measured on
+    # an AVX-512 EPYC; an AVX2 machine's rounding happened to pass).
     try:
         history = trainer.train()
     finally:
