@@ -4,11 +4,14 @@ tensor 2, and the compiled programs keep the weights (and the KV cache) sharded.
 update's splash attention calls are found and their counts modelled; a scanned model's
 counts scaled to all its layers match an unrolled compile."""
 
+import re
+
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 
 from activemem_jax import aot, topologies
+from activemem_jax.models import ModelConfig
 from activemem_jax.models.kernel_costs import splash_cost, splash_tag
 
 # tests/rl/conftest.py's tiny Llama, as config.json fields (no weights are needed to compile)
@@ -21,7 +24,6 @@ SLICE = "v5e-4"
 @pytest.fixture(scope="module")
 def setup():
     from configs.activemem_tiny_cpu import get_config
-    from activemem_jax.models import ModelConfig
 
     cfg = get_config()
     cfg.mesh.update(data=1, fsdp=2, tensor=2)
@@ -111,7 +113,15 @@ def test_scanned_counts_scale_to_the_unrolled_model(setup):
 
 
 def test_decode_step_compiles_for_the_slice(setup):
-    cfg, model_cfg, mesh, rules = setup
+    """The tiny model with head_dim 128 (a paper model's; at 16 the compiler pads the
+    minor dimension and relays every block out whatever the layout): the cache stays
+    sharded, and the decode step writes and reads the cache blocks in their own layout,
+    with no copy of a whole block (keys stored [head_dim, n] were copied to head_dim minor
+    and back in every step: docs/attention_kernels.md)."""
+    cfg, _, mesh, rules = setup
+    model_cfg = ModelConfig.from_hf_dict(dict(TINY, hidden_size=256, num_attention_heads=2),
+                                         **aot.runtime_options(cfg.model))
+    assert model_cfg.head_dim == 128
     prefill, decode = aot.engine_functions(cfg, model_cfg, mesh, rules)
     report, compiled = _compile(decode, mesh)
     assert report.fits and report.work.tokens == cfg.engine.max_slots
@@ -120,6 +130,12 @@ def test_decode_step_compiles_for_the_slice(setup):
     cache = compiled.input_shardings[0][1].cache
     k_blocks = [s for s in _leaves(cache) if isinstance(s, NamedSharding)]
     assert k_blocks and all(_not_replicated(s) for s in k_blocks), k_blocks[:2]
+    blocks = _leaves(decode.args[1].cache.k) + _leaves(decode.args[1].cache.v)
+    per_device = {tuple(b.sharding.shard_shape(b.shape)) for b in blocks}
+    copied = [line.strip()[:160] for line in compiled.as_text().splitlines()
+              if (m := re.match(r"\s*(?:ROOT )?%\S+ = \w+\[([0-9,]*)\]\{[^}]*\} copy\(", line))
+              and tuple(int(d) for d in m.group(1).split(",") if d) in per_device]
+    assert not copied, copied
 
 
 def test_bad_topology_and_mesh_are_one_line_errors():

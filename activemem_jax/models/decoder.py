@@ -177,7 +177,7 @@ class Attention(nnx.Module):
             return self.o_proj(out.reshape(b, t, -1)), kv
         if kv is None or causal_prefix:  # this pass's own keys are all there is to read
             s = vis.key_ok.shape[-1]
-            keys, values = [k[:, :, :s].transpose(0, 1, 3, 2)], [v[:, :, :s]]
+            keys, values = [k[:, :, :s]], [v[:, :, :s]]
         else:
             keys, values = kv.read(at)
         out = attend(q, keys, values, vis.key_ok, causal_prefix)
@@ -190,14 +190,13 @@ class Attention(nnx.Module):
         if kv is None or causal_prefix:
             return k[:, :, :end], v[:, :, :end]
         k_blocks, v_blocks = kv.read(at)
-        keys = jnp.concatenate(k_blocks, axis=-1)[..., :end].swapaxes(-1, -2)
-        return keys, jnp.concatenate(v_blocks, axis=-2)[:, :, :end]
+        return jnp.concatenate(k_blocks, axis=-2)[:, :, :end], jnp.concatenate(v_blocks, axis=-2)[:, :, :end]
 
 
 def attend(q, k_blocks, v_blocks, key_ok, causal_prefix: bool):
     """Grouped-query attention, heads-first layout (fastest on CPU and TPU alike).
 
-    q [B,T,H,D]; k_blocks [B,KV,D,n_i] / v_blocks [B,KV,n_i,D]: the S keys in order;
+    q [B,T,H,D]; k_blocks / v_blocks [B,KV,n_i,D]: the S keys and values in order;
     key_ok [B,T,S] bool. With `causal_prefix` (one block; query t sits in row t), queries
     are split into a few chunks that read only the keys up to their own end, skipping
     most of the masked upper triangle.
@@ -209,7 +208,7 @@ def attend(q, k_blocks, v_blocks, key_ok, causal_prefix: bool):
     if causal_prefix:
         (kh,), (vh,) = k_blocks, v_blocks
         bounds = [(i, min(i + chunk, t)) for i in range(0, t, chunk)]
-        outs = [_attend_blocks(qh[:, :, :, lo:hi], [kh[..., :hi]], [vh[:, :, :hi]],
+        outs = [_attend_blocks(qh[:, :, :, lo:hi], [kh[:, :, :hi]], [vh[:, :, :hi]],
                                key_ok[:, lo:hi, :hi]) for lo, hi in bounds]
         out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=3)
     else:
@@ -223,8 +222,8 @@ def _attend_blocks(qh, k_blocks, v_blocks, key_ok):
     scale, neg = 1 / math.sqrt(qh.shape[-1]), jnp.finfo(jnp.float32).min
     scores, at = [], 0
     for kb in k_blocks:
-        n = kb.shape[-1]
-        s = jnp.einsum("bkgtd,bkds->bkgts", qh, kb, preferred_element_type=jnp.float32) * scale
+        n = kb.shape[-2]
+        s = jnp.einsum("bkgtd,bksd->bkgts", qh, kb, preferred_element_type=jnp.float32) * scale
         scores.append(jnp.where(key_ok[:, None, None, :, at:at + n], s, neg))
         at += n
     top = functools.reduce(jnp.maximum, [s.max(axis=-1, keepdims=True) for s in scores])

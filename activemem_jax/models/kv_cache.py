@@ -1,9 +1,13 @@
 """`KVCache`: the decoder's static-shape key/value cache, with its own write and read.
 
-Keys and values are stored in blocks of `KV_BLOCK` rows: keys [B, kv_heads, head_dim, n]
-(so scores are a plain q @ K^T matmul), values [B, kv_heads, n, head_dim]. Attention
-over the first s rows reads whole blocks in place: slicing one big buffer would copy it
-every step, which made that copy the largest cost of a batched decode step on CPU.
+Keys and values are stored alike, in blocks of `KV_BLOCK` rows: [B, kv_heads, n, head_dim],
+head_dim minor. A decode step writes one row of head_dim per slot and head, contiguous in
+this layout. (Keys used to be stored transposed, [B, kv_heads, head_dim, n], for the CPU's
+q @ K matmul; on TPU the compiler then relaid every key block out to head_dim minor
+before the write and back after it, four times the keys' bytes per layer and step:
+docs/attention_kernels.md.) Attention over the first s rows reads whole blocks in place:
+slicing one big buffer would copy it every step, which made that copy the largest cost
+of a batched decode step on CPU.
 
 Two layouts, one per layer layout of the decoder (`ModelConfig.scan_layers`):
 - unrolled: `k[layer][block]`, one buffer per layer and block;
@@ -29,8 +33,7 @@ from activemem_jax import sharding as shd
 
 KV_BLOCK = 256  # cache rows per block
 
-KEY_AXES = ("batch", "kv_heads", "head_dim", "length")
-VALUE_AXES = ("batch", "kv_heads", "length", "head_dim")
+BLOCK_AXES = ("batch", "kv_heads", "length", "head_dim")  # every key and value block
 
 
 @flax.struct.dataclass
@@ -60,33 +63,32 @@ class LayerKV:
 
     def write(self, k_new, v_new, at: CacheIndex) -> "LayerKV":
         """k_new / v_new [B, KV, T, hd] into cache positions `at.slots` of rows `at.rows`."""
-        return self.replace(k=_write(self.k, k_new, at, self.layer, keys=True),
-                            v=_write(self.v, v_new, at, self.layer, keys=False))
+        return self.replace(k=_write(self.k, k_new, at, self.layer), v=_write(self.v, v_new, at, self.layer))
 
     def read(self, at: CacheIndex) -> tuple[list, list]:
-        """The blocks holding positions [0, at.span) of the batch's rows: (key blocks
-        [B, KV, hd, n_i], value blocks [B, KV, n_i, hd]), the last one cut at span."""
-        return _read(self.k, at, self.layer, keys=True), _read(self.v, at, self.layer, keys=False)
+        """The blocks holding positions [0, at.span) of the batch's rows: (key blocks,
+        value blocks), each [B, KV, n_i, hd], the last one cut at span."""
+        return _read(self.k, at, self.layer), _read(self.v, at, self.layer)
 
 
-def _write(blocks: tuple, new, at: CacheIndex, layer, keys: bool) -> tuple:
+def _write(blocks: tuple, new, at: CacheIndex, layer) -> tuple:
     target = at.targets(new.shape[0])
     heads = jnp.arange(new.shape[1])[None, :, None]
     lead = () if layer is None else (layer,)
     out, start = [], 0
     for blk in blocks:
-        n = blk.shape[-1 if keys else -2]
+        n = blk.shape[-2]
         if start < at.span:  # every slot is below span, so later blocks are never written
             rel = at.slots - start
             rel = jnp.where((rel >= 0) & (rel < n), rel, n)[:, None]  # [B,1,T]; n: dropped
-            index = lead + ((target, heads, slice(None), rel) if keys else (target, heads, rel))
+            index = lead + (target, heads, rel)
             blk = blk.at[index].set(new.astype(blk.dtype), mode="drop")
         out.append(blk)
         start += n
     return tuple(out)
 
 
-def _read(blocks: tuple, at: CacheIndex, layer, keys: bool) -> list:
+def _read(blocks: tuple, at: CacheIndex, layer) -> list:
     out, start = [], 0
     for blk in blocks:
         if start >= at.span:
@@ -95,10 +97,9 @@ def _read(blocks: tuple, at: CacheIndex, layer, keys: bool) -> list:
             blk = blk[layer] if at.rows is None else blk[layer, at.rows]
         elif at.rows is not None:
             blk = blk[at.rows]
-        size = blk.shape[-1 if keys else -2]
+        size = blk.shape[-2]
         if start + size > at.span:
-            keep = at.span - start
-            blk = blk[..., :keep] if keys else blk[:, :, :keep]
+            blk = blk[:, :, :at.span - start]
         out.append(blk)
         start += size
     return out
@@ -120,16 +121,15 @@ class KVCache:
         stacked = bool(getattr(cfg, "scan_layers", False))
         lead = (cfg.num_layers,) if stacked else ()
 
-        def blocks(keys: bool):
-            def shape(n):
-                return lead + (batch, cfg.num_kv_heads) + ((cfg.head_dim, n) if keys else (n, cfg.head_dim))
-            return tuple(jnp.zeros(shape(min(KV_BLOCK, length - i)), dtype) for i in range(0, length, KV_BLOCK))
+        def blocks():
+            return tuple(jnp.zeros(lead + (batch, cfg.num_kv_heads, min(KV_BLOCK, length - i), cfg.head_dim), dtype)
+                         for i in range(0, length, KV_BLOCK))
 
         if stacked:
-            k, v = blocks(True), blocks(False)
+            k, v = blocks(), blocks()
         else:
-            k = tuple(blocks(True) for _ in range(cfg.num_layers))
-            v = tuple(blocks(False) for _ in range(cfg.num_layers))
+            k = tuple(blocks() for _ in range(cfg.num_layers))
+            v = tuple(blocks() for _ in range(cfg.num_layers))
         return cls(k=k, v=v, mask=jnp.zeros((batch, length), bool), stacked=stacked)
 
     @property
@@ -187,7 +187,7 @@ class KVCache:
     def logical_axes(self) -> dict:
         """{"k": axes of every key block, "v": ..., "mask": ...} as logical axis names."""
         lead = ("layers",) if self.stacked else ()
-        return {"k": lead + KEY_AXES, "v": lead + VALUE_AXES, "mask": ("batch", "length")}
+        return {"k": lead + BLOCK_AXES, "v": lead + BLOCK_AXES, "mask": ("batch", "length")}
 
     def shardings(self, mesh: Mesh, rules=None) -> "KVCache":
         """The same tree with a NamedSharding per buffer (works on `jax.eval_shape` output):

@@ -24,7 +24,7 @@ def test_cached_steps_across_blocks_equal_full_forward(tmp_path, one_device_mesh
     full, _ = forward(model.graphdef, model.state, tokens=jnp.asarray(seq)[None])
 
     cache = KVCache.init(model.config, 1, 600)
-    assert [b.shape[-1] for b in cache.k[0]] == [KV_BLOCK, KV_BLOCK, 88]
+    assert [b.shape[-2] for b in cache.k[0]] == [KV_BLOCK, KV_BLOCK, 88]
     got = []
     for lo, hi in [(0, 256), (256, 510), (510, 511), (511, 512), (512, 513), (513, 514)]:
         at = jnp.arange(lo, hi, dtype=jnp.int32)[None]
