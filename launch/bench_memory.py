@@ -80,6 +80,7 @@ def main():
     from activemem_jax.envs.recall import make_recall_tasks
     from activemem_jax.models import load_pretrained
     from activemem_jax.rl.trainer import Trainer
+    from launch.memory_table import train_with_curve
 
     t_start = time.perf_counter()
     model = load_pretrained("embedded", dtype="float32")
@@ -95,16 +96,10 @@ def main():
             cfg = _config(VARIANTS[name], args, out)
             t0 = time.perf_counter()
             trainer = Trainer(cfg, model=model, engine=engine)
-            curve, history = [], []
             try:
-                while trainer.step < cfg.train.steps:
-                    m = trainer.train_step()
-                    history.append({k: m.get(k) for k in STEP_KEYS})
-                    if trainer.step % args.curve_every == 0 or trainer.step == cfg.train.steps:
-                        acc = ev.evaluate_recall(trainer.policy, curve_tasks, seed=1)["accuracy"]
-                        curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc,
-                                      "token_loss": m.get("token_loss"), "path_share": m.get("tree_path_share")})
-                        print(f"{name} step {trainer.step} ({m['algo']}): held-out accuracy {acc:.3f}", flush=True)
+                curve, history = train_with_curve(
+                    trainer, cfg.train.steps, args.curve_every, name,
+                    lambda policy: ev.evaluate_recall(policy, curve_tasks, seed=1)["accuracy"], keys=STEP_KEYS)
                 rows[name] = ev.evaluate_recall(trainer.policy, test)
             finally:
                 trainer.close()

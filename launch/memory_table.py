@@ -38,6 +38,22 @@ def interval(values) -> tuple[float, float]:
     return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
 
 
+def train_with_curve(trainer, steps: int, every: int, label: str, accuracy,
+                     keys=STEP_KEYS) -> tuple[list, list]:
+    """Train to `steps`, recording each step's `keys` and, every `every` steps and at
+    the end, `accuracy(policy)` (a held-out learning curve). Returns (curve, history)."""
+    curve, history = [], []
+    while trainer.step < steps:
+        m = trainer.train_step()
+        history.append({k: m.get(k) for k in keys})
+        if trainer.step % every == 0 or trainer.step == steps:
+            acc = accuracy(trainer.policy)
+            curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc,
+                          "token_loss": m.get("token_loss"), "path_share": m.get("tree_path_share")})
+            print(f"{label} step {trainer.step} ({m['algo']}): held-out accuracy {acc:.3f}", flush=True)
+    return curve, history
+
+
 def run_config(variant: str, seed: int, args, out_dir: str):
     from activemem_jax.activemem.ablations import apply_ablation
     from activemem_jax.config_files import apply_overrides
@@ -102,16 +118,10 @@ def run_table(args) -> dict:
                 cfg = run_config(variant, seed, args, out)
                 t0 = time.perf_counter()
                 trainer = Trainer(cfg, model=model, engine=engine)
-                curve, history = [], []
                 try:
-                    while trainer.step < cfg.train.steps:
-                        m = trainer.train_step()
-                        history.append({k: m.get(k) for k in STEP_KEYS})
-                        if trainer.step % args.curve_every == 0 or trainer.step == cfg.train.steps:
-                            acc = ev.evaluate_streams(trainer.policy, curve_tasks, seed=1)["accuracy"]
-                            curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc})
-                            print(f"{variant} seed {seed} step {trainer.step} ({m['algo']}): "
-                                  f"held-out {acc:.3f}", flush=True)
+                    curve, history = train_with_curve(
+                        trainer, cfg.train.steps, args.curve_every, f"{variant} seed {seed}",
+                        lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"])
                     row = _row(ev.evaluate_streams(trainer.policy, test, seed=1))
                 finally:
                     trainer.close()
