@@ -67,7 +67,9 @@ def base_config() -> ml_collections.ConfigDict:
         beta=0.0,                  # k3 KL to the reference (frozen LLM + initial controller)
         tree_coef=1.0, lambda_h=0.5, adv_eps=1e-6, normalize_std=True, logprob_chunk=128))
     c.optim = ml_collections.ConfigDict(dict(
-        lr_controller=1e-5, lr_lora=1e-6, warmup_steps=50, weight_decay=0.0, max_grad_norm=1.0))
+        lr_controller=1e-5, lr_lora=1e-6, warmup_steps=50, weight_decay=0.0, max_grad_norm=1.0,
+        lr_grpo=0.0))              # > 0: GRPO's controller rate after an SFT warm start (LoRA's scales
+                                   # alike); 0: lr_controller throughout
     # step: restore this step (0: the newest readable one); overwrite: with resume=False, set an
     # existing run in out_dir aside (renamed, kept) instead of refusing to start
     c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True, step=0,

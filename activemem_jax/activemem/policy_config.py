@@ -59,6 +59,9 @@ class PolicyConfig:
                                    # "decay" it (S = 0), so memories that are no longer read get pruned
     max_tokens: int = 128          # per turn
     temperature: float = 1.0       # train 1.0; eval 0.01 (paper 6.1)
+    tree_temperature: float = 1.0  # tree-head exploration: sampled (GRPO) rollouts draw from softmax(logits / T)
+                                   # and the tree term scores that distribution (greedy evaluation and
+                                   # SFT are unchanged): T > 1 keeps a confident SFT head trying others
     top_p: float = 1.0
     stop: tuple = ("</search>", "</answer>")
     step_mode: str = "turn"        # turn: one agent turn per step; delimiter: single-shot tasks,
@@ -77,6 +80,8 @@ class PolicyConfig:
             raise ValueError(f"policy.descend={self.descend!r}: use one of {DESCEND}")
         if self.idle_utility not in IDLE:
             raise ValueError(f"policy.idle_utility={self.idle_utility!r}: use one of {IDLE}")
+        if not self.tree_temperature > 0:
+            raise ValueError(f"policy.tree_temperature={self.tree_temperature}: need > 0 (1 = the head as is)")
         if self.stream_slots < 1:
             raise ValueError(f"policy.stream_slots={self.stream_slots}: need >= 1")
         if self.max_ops < 1:
@@ -111,7 +116,7 @@ class PolicyConfig:
     def step_config(self) -> StepConfig:
         return StepConfig(use_tree=self.use_tree, tree_actions=self.tree_actions,
                           tau_stop=self.tau_stop, tau_merge=self.tau_merge, closer=self.descend == "closer",
-                          pool=self.path_pool)
+                          pool=self.path_pool, tree_temperature=self.tree_temperature)
 
 
 @dataclasses.dataclass

@@ -45,6 +45,7 @@ class StepConfig:
     closer: bool = False        # a step down needs a child closer than its parent (policy.descend)
     pool: str = "mean"          # p_bar: the path's mean (paper) | its "leaf" (policy.path_pool)
     greedy: bool = False        # argmax tree actions (evaluation)
+    tree_temperature: float = 1.0  # sampled tree actions come from softmax(logits / T) (policy.tree_temperature)
     rule: bool = False          # the threshold rule instead of the head (SFT targets):
                                 # insert when the path is empty, else update the leaf
 
@@ -124,6 +125,8 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
     elif cfg.greedy:
         action = jnp.argmax(logp_all, axis=-1)
     else:
+        if cfg.tree_temperature != 1.0:  # exploration: the tempered head samples and is scored
+            logp_all = masked_log_probs(out.tree_logits / cfg.tree_temperature, mask)
         action = jax.vmap(jax.random.categorical)(keys, logp_all)
     if forced is not None:
         allowed = lambda a: jnp.take_along_axis(mask, a[:, None], axis=-1)[:, 0]  # noqa: E731

@@ -123,7 +123,15 @@ class Trainer:
                                    lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
                                    micro_batch_rows=t.micro_batch_rows, key_coef=float(t.get("key_coef", 0.0)),
                                    key_tau=float(t.get("key_tau", 0.1)),
-                                   path_pool=self.policy.config.path_pool)
+                                   path_pool=self.policy.config.path_pool,
+                                   tree_temperature=self.policy.config.tree_temperature)
+        lr_grpo = float(o.get("lr_grpo", 0.0))
+        if lr_grpo < 0 or (lr_grpo and not o.lr_controller):
+            raise ValueError(f"optim.lr_grpo={lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a "
+                             f"non-zero optim.lr_controller to scale from (it is {o.lr_controller})")
+        # GRPO's own rate scales the optimizer's updates (Adam: the same as its lr), so SFT and
+        # GRPO share one optimizer state
+        self.grpo_scale = lr_grpo / o.lr_controller if lr_grpo else 1.0
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
         self.sft_steps = int(t.get("sft_steps", 0)) if t.algo == "grpo" else 0  # SFT warm start, then GRPO
@@ -218,7 +226,8 @@ class Trainer:
         key = (algo, tree_only)
         if key not in self._updates:
             cfg = dataclasses.replace(self.loss_cfg, algo=algo, tree_only=tree_only)
-            self._updates[key] = TrainStep(self.model.graphdef, self.policy.graphdef, cfg, self.optimizer)
+            self._updates[key] = TrainStep(self.model.graphdef, self.policy.graphdef, cfg, self.optimizer,
+                                           update_scale=self.grpo_scale if algo == "grpo" else 1.0)
         return self._updates[key]
 
     @property

@@ -45,6 +45,8 @@ class LossConfig:
     key_coef: float = 0.0              # weight of the key head's contrastive loss (batches with "key_q")
     key_tau: float = 0.1               # its temperature
     path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
+    tree_temperature: float = 1.0      # GRPO: the tree term scores softmax(logits / T), the distribution
+                                       # the rollout sampled from (policy.tree_temperature)
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -77,6 +79,8 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
     else:
         out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy, split=split)
     logits = ctrl.tree(ctrl.shared(batch["h"], batch["p_bar"]))
+    if cfg.algo == "grpo" and cfg.tree_temperature != 1.0:
+        logits = logits / cfg.tree_temperature
     tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
     chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
     return out, chosen, tree_lp
@@ -176,10 +180,15 @@ class TrainStep:
     """Jitted (params, opt_state, backbone_state, batch) -> (params, opt_state, metrics).
     A non-finite loss or gradient leaves params and optimizer state untouched and sets
     metrics["skipped"] = 1. A batch may carry "split" (shared, grad_from) (rl/rows.py):
-    the columns before grad_from run forward only (compiled once per split)."""
+    the columns before grad_from run forward only (compiled once per split).
+    update_scale multiplies the optimizer's updates: GRPO's own learning rate
+    (optim.lr_grpo / optim.lr_controller) on the optimizer state SFT warmed, so the
+    state keeps one shape across phases and checkpoints."""
 
-    def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation):
+    def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation,
+                 update_scale: float = 1.0):
         self.model_gd, self.ctrl_gd, self.cfg, self.optimizer = model_gd, ctrl_gd, cfg, optimizer
+        self.update_scale = float(update_scale)
         self._step = jax.jit(self._fn, donate_argnums=(0, 1), static_argnames=("split",))
         self._logp = jax.jit(self._logp_fn, static_argnames=("split",))
 
@@ -235,6 +244,8 @@ class TrainStep:
         def apply(args):
             p, s = args
             updates, s = self.optimizer.update(grads, s, p)
+            if self.update_scale != 1.0:
+                updates = jax.tree.map(lambda u: u * self.update_scale, updates)
             return optax.apply_updates(p, updates), s
 
         params, opt_state = jax.lax.cond(finite, apply, lambda a: a, (params, opt_state))

@@ -131,6 +131,29 @@ def test_log_probs_are_those_of_the_masked_policy():
         assert np.isclose(float(out.logp[i]), logp[int(out.action[i])], atol=1e-5)
 
 
+def test_tree_temperature_samples_and_scores_the_tempered_head():
+    # a confident head (noop +4 over insert): at T = 1 sampling almost never inserts; at
+    # T = 4 the recorded log-prob is log softmax(logits / 4) of the sampled action and
+    # inserts are common, while greedy evaluation takes the same argmax at any T
+    gd, params = make_controller(tree_bias=(4.0, 0.0, 0.0))
+    tree = hlmt.init_tree(16, D, 4, 4)
+    h = np.random.default_rng(5).normal(size=(256, D))
+    cold = run(gd, params, tree, h)[2]
+    hot = run(gd, params, tree, h, StepConfig(tree_temperature=4.0))[2]
+    logits = np.asarray(nnx.merge(gd, params)(jnp.asarray(h, jnp.float32), hot.p_bar,
+                                              jnp.asarray(unit(h))).tree_logits) / 4.0
+    for i in range(256):
+        allowed = np.asarray(hot.mask[i])
+        z = np.where(allowed, logits[i], -np.inf)
+        assert np.isclose(float(hot.logp[i]), z[int(hot.action[i])] - np.log(np.sum(np.exp(z[allowed]))),
+                          atol=1e-5)
+    share = lambda out: float(np.mean(np.asarray(out.action) == INSERT))  # noqa: E731
+    assert share(cold) < 0.05 and 0.2 < share(hot) < 0.5, (share(cold), share(hot))  # e^-4 / e^-1 odds
+    for t in (1.0, 4.0):
+        g = run(gd, params, tree, h, StepConfig(tree_temperature=t, greedy=True))[2].action
+        assert np.all(np.asarray(g) == NOOP)
+
+
 def test_ablations_and_dead_episodes():
     e1 = unit([1, 0, 0, 0, 0, 0, 0, 0])
     tree, _ = hlmt.insert_node(hlmt.init_tree(16, D, 4, 4), 0, e1)

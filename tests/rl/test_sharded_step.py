@@ -1,4 +1,5 @@
-"""A train step on 8 fake CPU devices (fsdp 2 x tensor 4) equals the unsharded step."""
+"""A train step on 8 fake CPU devices (fsdp 2 x tensor 4) equals the unsharded step;
+micro-batches add up to the batch; GRPO's own learning rate scales the update."""
 
 import jax
 import numpy as np
@@ -90,3 +91,45 @@ def test_micro_batches_accumulate_to_the_full_batch(tmp_path, tiny_model, tiny_e
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), out[0][0], out[4][0])
     finally:
         trainer.close()
+
+
+def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine):
+    """optim.lr_grpo: the GRPO step moves the parameters lr_grpo / lr_controller times as
+    far as the same step at the SFT rate would (Adam, one shared optimizer state), and
+    the SFT step is left at its own rate."""
+    from activemem_jax.rl.trainer import Trainer
+    from activemem_jax.rl.update import TrainStep
+
+    trainer, batch = trainer_and_rows(tmp_path, tiny_model, tiny_engine)
+    try:
+        ((chunk, _),) = trainer._chunks(batch)
+        chunk["old_logp"] = jax.numpy.asarray(batch["resp_old_logp"]) - 0.05
+        params0 = jax.tree.map(np.asarray, trainer.params)
+        moved = {}
+        for scale in (1.0, 0.25):
+            step = TrainStep(tiny_model.graphdef, trainer.policy.graphdef, trainer.loss_cfg, trainer.optimizer,
+                             update_scale=scale)
+            params = jax.tree.map(jax.numpy.asarray, params0)
+            p, _, m = step(params, trainer.optimizer.init(params), tiny_model.state, chunk)
+            assert m["grad_norm"] > 0
+            moved[scale] = jax.tree.map(lambda a, b: np.asarray(a) - b, p, params0)
+        flat = lambda t: np.concatenate([x.ravel() for x in jax.tree.leaves(t)])  # noqa: E731
+        assert np.abs(flat(moved[1.0])).max() > 0
+        np.testing.assert_allclose(flat(moved[0.25]), 0.25 * flat(moved[1.0]), rtol=1e-4, atol=1e-9)
+    finally:
+        trainer.close()
+    cfg = train_config.get_config()
+    cfg.out_dir = str(tmp_path / "scaled")
+    cfg.log.tensorboard = False
+    cfg.optim.update(lr_controller=1e-2, lr_grpo=2.5e-3)
+    cfg.train.update(sft_steps=1)
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        assert trainer._update_fn("grpo", False).update_scale == 0.25
+        assert trainer._update_fn("sft", False).update_scale == 1.0
+    finally:
+        trainer.close()
+    cfg.optim.update(lr_grpo=-1.0)
+    cfg.out_dir = str(tmp_path / "bad")
+    with pytest.raises(ValueError, match="optim.lr_grpo"):
+        Trainer(cfg, model=tiny_model, engine=tiny_engine)
