@@ -2,20 +2,16 @@
 with grouped attributes, corrections, reminders and decoys, questions that reach back
 across the episodes of a stream. The tree persists across episodes (and is checkpointed
 with the controller); each step runs the next episode of 8 streams side by side
-(data/streams.py). SFT warm start (its tree actions follow the environment's expert
+(data/streams.py). 300 SFT steps (the tree actions follow the environment's expert
 writes, `train.sft_tree="expert"`; a supervised contrastive loss trains the retrieval key
-head); held-out streams before vs after, beside the rules that need no training
-(store_all is the threshold rule with perfect retrieval). The switches and what was
-measured to choose them: docs/memory_streams.md (section 7: 300 SFT steps reach 0.500).
+head), then 20 GRPO steps on task reward at a rate of their own (`optim.lr_grpo`; at the
+SFT rate GRPO collapses to reward 0) with the tree head sampled at temperature 8 (after
+SFT its choices are 10-50 nats apart and its GRPO gradient is exactly 0 at T = 1).
+Held-out streams before vs after, beside the rules that need no training (store_all is
+the threshold rule with perfect retrieval). The switches and what was measured to choose
+them: docs/memory_streams.md (section 7).
 
     python -m launch.train --config configs/activemem_dossier_cpu.py "--config.train.seeds=()"
-
-GRPO on task reward continues a finished run (same out_dir: it resumes at step 300) at a
-learning rate of its own; at the SFT rate (2e-3) GRPO collapses to reward 0 within 17
-steps (docs/memory_streams.md section 7):
-
-    python -m launch.train --config configs/activemem_dossier_cpu.py "--config.train.seeds=()" \
-        --config.train.steps=310 --config.optim.lr_controller=2e-4
 """
 
 from configs.activemem_base import base_config, policy_defaults
@@ -29,12 +25,13 @@ def get_config():
     c.policy = policy_defaults(num_latents=1, capacity=256, max_children=16, max_depth=4, max_ops=16, max_tokens=3,
                                hidden=256, latent_init_std=0.02, temperature=1.0, layout="observation",
                                tree_scope="stream", idle_utility="decay", stop=("\n", "."), system_prompt="",
-                               key_head=True, descend="closer", path_pool="leaf", tau_stop=0.5)
+                               key_head=True, descend="closer", path_pool="leaf", tau_stop=0.5,
+                               tree_temperature=8.0)
     c.data.update(name="dossier", max_turns=12)
     c.data.dossier.update(streams=64)
-    c.train.update(steps=300, sft_steps=300, group_size=4, prompts_per_step=8, mini_batch_rows=32, seeds=(0, 1),
+    c.train.update(steps=320, sft_steps=300, group_size=4, prompts_per_step=8, mini_batch_rows=32, seeds=(0, 1),
                    micro_batch_rows=0, sft_tree="expert", key_coef=1.0)
-    c.optim.update(lr_controller=2e-3, warmup_steps=5)
+    c.optim.update(lr_controller=2e-3, lr_grpo=2e-4, warmup_steps=5)
     c.checkpoint.update(every=10, keep=2)
     c.eval.update(enabled=True, n_tasks=16)
     return c

@@ -10,6 +10,11 @@ across seeds (Student's t; one seed: no interval), the tree telemetry (nodes by 
 prune / merge counts, the tree head's action mix on decoys and corrections) and a
 learning curve per variant (held-out accuracy every --curve-every steps on a few streams),
 as a markdown table, JSON and a PNG figure.
+
+Variants that differ from "full" only after the SFT warm start ("SFT only", "w/o
+hierarchical advantage": `ablations.shares_sft`) continue one SFT run per seed from its
+checkpoint instead of repeating it; a resumed run repeats an uninterrupted one, so each
+is still the variant's own run, and its curve and train_time_s include the shared part.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ def run_table(args) -> dict:
 
     from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.activemem.ablations import ABLATIONS
+    from activemem_jax.activemem.ablations import ABLATIONS, shares_sft
     from activemem_jax.engine import Engine
     from activemem_jax.models import load_from_config
     from activemem_jax.rl.trainer import Trainer
@@ -111,25 +116,49 @@ def run_table(args) -> dict:
         untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=0)
         reference = ev.evaluate_streams(untrained, test, seed=1)
         runs["untrained"] = [_row(reference)]
+        warm: dict = {}  # seed -> (its SFT run's checkpoints, curve, step lines, seconds): shared
         for variant in variants:
             seeds = args.seeds if variant in args.three_seed_variants.split(",") else args.other_seeds
             for seed in range(seeds):
                 out = tempfile.mkdtemp(prefix="memory_table_")
                 cfg = run_config(variant, seed, args, out)
+                shared = shares_sft(variant) and cfg.train.sft_steps > 0
+                if shared and seed in warm:  # continue the seed's SFT run (its checkpoint)
+                    shutil.copytree(warm[seed][0], os.path.join(out, "checkpoints"))
+                    cfg.checkpoint.update(resume=True, overwrite=False)
                 t0 = time.perf_counter()
                 trainer = Trainer(cfg, model=model, engine=engine)
+                label = f"{variant} seed {seed}"
+                accuracy = lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"]  # noqa: E731
                 try:
-                    curve, history = train_with_curve(
-                        trainer, cfg.train.steps, args.curve_every, f"{variant} seed {seed}",
-                        lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"])
+                    curve, history, sft_s = [], [], 0.0
+                    if shared and seed in warm:
+                        curve, history, sft_s = [dict(c) for c in warm[seed][1]], list(warm[seed][2]), warm[seed][3]
+                    elif shared:
+                        curve, history = train_with_curve(trainer, cfg.train.sft_steps, args.curve_every, label,
+                                                          accuracy)
+                        trainer.save()
+                        trainer.ckpt.wait()
+                        keep = tempfile.mkdtemp(prefix="memory_table_sft_")
+                        shutil.copytree(trainer.ckpt.directory, os.path.join(keep, "checkpoints"))
+                        sft_s = time.perf_counter() - t0
+                        warm[seed] = (os.path.join(keep, "checkpoints"), [dict(c) for c in curve], list(history),
+                                      sft_s)
+                        t0 = time.perf_counter()
+                    more, steps = train_with_curve(trainer, cfg.train.steps, args.curve_every, label, accuracy)
+                    curve, history = curve + more, history + steps
                     row = _row(ev.evaluate_streams(trainer.policy, test, seed=1))
                 finally:
                     trainer.close()
                     shutil.rmtree(out, ignore_errors=True)
-                row.update(seed=seed, curve=curve, steps=history, train_time_s=time.perf_counter() - t0)
+                # train_time_s: the variant's whole training (the shared SFT run's seconds included)
+                row.update(seed=seed, curve=curve, steps=history, train_time_s=time.perf_counter() - t0 + sft_s,
+                           shared_sft=bool(shared))
                 runs.setdefault(variant, []).append(row)
                 print(f"{variant} seed {seed}: {row['accuracy']:.3f} ({row['train_time_s']:.0f} s)", flush=True)
                 jax.clear_caches()
+    for path, *_ in warm.values():
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args),
                "total_time_s": time.perf_counter() - t_start}
     summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))

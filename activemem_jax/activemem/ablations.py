@@ -23,6 +23,19 @@ ABLATIONS = {
 }
 
 
+# overrides that act only after the SFT warm start: a variant made of these alone continues
+# the same SFT run as "full" (launch/memory_table.py trains that run once per seed; a
+# resumed run repeats an uninterrupted one, so the branch is the variant's own run)
+AFTER_SFT = ("train.grpo_steps", "train.lambda_h", "optim.lr_grpo", "policy.tree_temperature")
+
+
+def shares_sft(name: str) -> bool:
+    """Whether ablation `name` differs from "full" only after the SFT warm start."""
+    if name not in ABLATIONS:
+        raise ValueError(f"ablation {name!r}: choose from {list(ABLATIONS)}")
+    return all(key in AFTER_SFT for key in ABLATIONS[name])
+
+
 def apply_ablation(cfg, name: str):
     """A copy of run config `cfg` with ablation `name`'s overrides. "train.grpo_steps" sets
     the number of GRPO steps after the SFT warm start (train.steps = sft_steps + it)."""
@@ -40,4 +53,4 @@ def apply_ablation(cfg, name: str):
     return cfg
 
 
-__all__ = ["ABLATIONS", "apply_ablation"]
+__all__ = ["ABLATIONS", "AFTER_SFT", "apply_ablation", "shares_sft"]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from activemem_jax.activemem.ablations import ABLATIONS, apply_ablation
+from activemem_jax.activemem.ablations import ABLATIONS, apply_ablation, shares_sft
 from activemem_jax.activemem.policy_config import PolicyConfig
 from configs import activemem_dossier_cpu
 from launch import memory_table
@@ -27,6 +27,14 @@ def test_every_ablation_builds_a_valid_policy_and_changes_what_it_names():
     assert base.policy.max_depth > 1 and base.train.lambda_h > 0  # the base config is untouched
     with pytest.raises(ValueError, match="ablation 'nope'"):
         apply_ablation(base, "nope")
+
+
+def test_only_variants_that_change_the_grpo_phase_share_the_sft_run():
+    # the bench continues one SFT run per seed for these; every other variant changes what
+    # SFT does (its tree, its policy, its targets) and must train on its own
+    assert {n for n in ABLATIONS if shares_sft(n)} == {"full", "SFT only", "w/o hierarchical advantage"}
+    with pytest.raises(ValueError, match="ablation 'nope'"):
+        shares_sft("nope")
 
 
 def test_the_95_percent_interval_by_hand():
