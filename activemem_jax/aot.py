@@ -208,25 +208,14 @@ def training_rows(cfg, model_cfg, rows: int, length: int, algo: str, with_old: b
     return batch
 
 
-def loss_config(cfg, algo: str):
-    """The trainer's LossConfig for `algo` (rl/trainer.py builds the same)."""
-    from activemem_jax.rl.update import LossConfig
-
-    t = cfg.train
-    return LossConfig(algo=algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None, agg=t.agg,
-                      beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
-                      micro_batch_rows=t.micro_batch_rows)
-
-
 def abstract_controller(cfg, model_cfg):
+    """The controller's (graphdef, abstract state) as ActiveMem builds it from cfg.policy."""
+    from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem.controller import Controller
 
-    p = cfg.policy
-    ctrl = nnx.eval_shape(lambda: Controller(model_cfg.hidden_size, num_latents=p.num_latents, hidden=p.hidden,
-                                             activation=p.activation, max_residual=p.max_write_residual,
-                                             latent_init_std=p.latent_init_std, key_head=p.get("key_head", False),
-                                             rngs=nnx.Rngs(0)))
-    return nnx.split(ctrl)
+    policy = PolicyConfig.from_dict(cfg.policy.to_dict())
+    return nnx.split(nnx.eval_shape(lambda: Controller.from_policy(model_cfg.hidden_size, policy,
+                                                                   rngs=nnx.Rngs(0))))
 
 
 # ---------------------------------------------------------------------------- the run's steps
@@ -253,7 +242,7 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
     """The update step per algorithm and the old / reference log-prob pass, at the
     config's mini-batch of `length`-token rows."""
     from activemem_jax.activemem.lora import init_lora
-    from activemem_jax.rl.update import TrainStep, make_optimizer
+    from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
 
     graphdef, state = abstract_backbone(model_cfg, mesh, rules)
     ctrl_gd, ctrl_state = abstract_controller(cfg, model_cfg)
@@ -262,8 +251,7 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
     if cfg.lora.rank:
         lora = jax.eval_shape(lambda s: init_lora(s, cfg.lora.rank, tuple(cfg.lora.targets)), state)
     params = with_sharding({"controller": ctrl_state, "lora": lora}, rep)
-    o = cfg.optim
-    optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
+    optimizer = optimizer_from(cfg)
     opt_state = with_sharding(jax.eval_shape(optimizer.init, params), rep)
     t = cfg.train
     rows = int(t.mini_batch_rows)
@@ -374,5 +362,5 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
 
 __all__ = ["ARCHITECTURES", "Compilable", "Report", "Work", "abstract_backbone", "abstract_controller",
            "compile_report", "controller_function", "engine_functions", "engine_mesh", "engine_steps",
-           "forward_flops", "hf_fields", "layer_configs", "loss_config", "model_config", "named_train_functions",
+           "forward_flops", "hf_fields", "layer_configs", "model_config", "named_train_functions",
            "rows_sharding", "runtime_options", "train_functions", "training_rows", "whole_model", "with_sharding"]

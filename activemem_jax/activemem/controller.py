@@ -76,6 +76,14 @@ class Controller(nnx.Module):
         # of the query and of each node, W_key from zero; the nodes themselves are unchanged
         self.key = nnx.Linear(d, d, rngs=rngs, kernel_init=zeros) if key_head else None
 
+    @classmethod
+    def from_policy(cls, d_model: int, config, *, latent_init=None, rngs: nnx.Rngs) -> "Controller":
+        """The controller a PolicyConfig describes, for a backbone of width d_model (what
+        ActiveMem builds and what `aot.py` compiles)."""
+        return cls(d_model, num_latents=config.num_latents, hidden=config.hidden, activation=config.activation,
+                   latent_init=latent_init, latent_init_std=config.latent_init_std,
+                   max_residual=config.max_write_residual, key_head=config.key_head, rngs=rngs)
+
     def shared(self, h, p_bar):
         h = jnp.asarray(h, jnp.float32)
         h = h * jax.lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + 1e-6)

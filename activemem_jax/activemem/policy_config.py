@@ -144,9 +144,10 @@ class Step:
     path_len: int = 0               # nodes retrieved (0: an empty path)
     obs_key: str = ""               # the environment's name for what the observation is about
                                     # (env.observation_key; "" none): the key head's loss groups by it
-    credit_path: np.ndarray = None  # [max_depth] the path's nodes that were in the episode's snapshot
-                                    # (-1 for nodes this rollout wrote): the node identities a GRPO
-                                    # group shares, what the hierarchical advantage credits
+    credit_path: np.ndarray = None  # [max_depth] the path's node identities a GRPO group shares:
+                                    # a snapshot node's slot, capacity + t for a node this rollout
+                                    # last wrote at turn t (streams.credit_ids); what the
+                                    # hierarchical advantage credits
 
 
 @dataclasses.dataclass

@@ -100,11 +100,7 @@ class ActiveMem:
         if controller is None:
             emb = np.asarray(model.module.embed_tokens(jnp.asarray([self.layout.placeholder_id])),
                              np.float32)[0]  # the placeholder's own embedding (dequantized if int8)
-            controller = Controller(d, num_latents=config.num_latents, hidden=config.hidden,
-                                    activation=config.activation, latent_init=emb,
-                                    max_residual=config.max_write_residual, key_head=config.key_head,
-                                    latent_init_std=config.latent_init_std,
-                                    rngs=nnx.Rngs(seed))
+            controller = Controller.from_policy(d, config, latent_init=emb, rngs=nnx.Rngs(seed))
         self.graphdef, self.params = nnx.split(controller)
         self.encoder = ObservationEncoder(model, config.max_obs_tokens)
         self.tree = self.empty_tree()
@@ -219,7 +215,7 @@ class ActiveMem:
         histories: list[list[tuple[str, str]]] = [[] for _ in range(e)]
         trajs = [Trajectory(task=t, uid=u, steps=[]) for t, u in zip(tasks, uids)]
         done = [False] * e
-        paths = []
+        paths, writers = [], []
         start, compiled0 = time.perf_counter(), compile_clock.seconds()
 
         def elapsed():  # (wall time without compilation, compilation) since start
@@ -260,6 +256,7 @@ class ActiveMem:
                                              jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
                                              scfg, forced)
             paths.append(out.path)
+            writers.append(out.writer_turn)
             out = jax.device_get(out)
             if responder is None:
                 outputs = self._generate(prompts, live, out.latents, uids, turn, seed, temperature)
@@ -298,7 +295,8 @@ class ActiveMem:
         max_depth = c.max_depth
         overlay_paths = (jnp.stack(paths, axis=1) if paths
                          else jnp.full((e, 0, max_depth), -1, jnp.int32))
-        credit = np.asarray(stream_trees.snapshot_paths(snapshots.valid, overlay_paths))
+        writer_turns = jnp.stack(writers, axis=1) if writers else overlay_paths
+        credit = np.asarray(stream_trees.credit_ids(snapshots.valid, overlay_paths, writer_turns, c.capacity))
         for i, t in enumerate(trajs):
             for j, s in enumerate(t.steps):
                 s.credit_path = credit[i, j]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import chex
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -101,6 +102,11 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
     tree action per episode (-1: none; SFT with the environment's writes), taken where the
     mask allows it; a masked update falls back to an insert (and a masked insert to an
     update), else noop."""
+    chex.assert_rank([h, q, live], [2, 2, 1], custom_message="controller_step: h, q [E, d], live [E]")
+    chex.assert_equal_shape([h, q], custom_message="controller_step: h and q")
+    chex.assert_equal_shape_prefix([h, keys, live], 1, custom_message="controller_step: one row per episode")
+    chex.assert_axis_dimension(overlays.emb, 2, h.shape[1],
+                               custom_message="controller_step: the trees' dim must equal the backbone's d")
     controller = nnx.merge(graphdef, params)
     e, d = h.shape
     max_depth = overlays.max_depth

@@ -119,4 +119,19 @@ def snapshot_paths(snapshot_valid, paths):
     return jnp.where((paths > 0) & known, paths, -1)
 
 
-__all__ = ["StreamStore", "assign", "gather", "init_store", "scatter", "snapshot_paths", "stream_keys"]
+def credit_ids(snapshot_valid, paths, writer_turn, capacity: int):
+    """Node identities the members of a GRPO group share, for the hierarchical advantage
+    (docs/design.md#hierarchical-advantage): a node of the episode's snapshot is its slot;
+    a node this rollout wrote is `capacity + t`, t the turn of its last write. The members
+    of a group replay one episode, so the nodes two members wrote at the same turn were
+    written from the same observation: one node, wherever each overlay put it, and
+    nodes written at different turns are different nodes even in the same overlay slot.
+    paths, writer_turn [E, turns, D] (-1 pad). Returns int32 [E, turns, D] in
+    [0, capacity + turns) or -1; the id space is capacity + turns wide."""
+    paths = jnp.asarray(paths, jnp.int32)
+    snap = snapshot_paths(snapshot_valid, paths)
+    written = (paths > 0) & (snap < 0) & (jnp.asarray(writer_turn) >= 0)
+    return jnp.where(written, capacity + jnp.asarray(writer_turn, jnp.int32), snap)
+
+
+__all__ = ["StreamStore", "assign", "gather", "init_store", "scatter", "credit_ids", "snapshot_paths", "stream_keys"]

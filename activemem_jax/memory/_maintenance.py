@@ -23,7 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from activemem_jax.memory._state import Tree, children_from_parents, depths_from_parents, normalize
+from activemem_jax.memory._state import Tree, check_tree, children_from_parents, depths_from_parents, normalize
 
 _BIG = jnp.iinfo(jnp.int32).max
 
@@ -33,6 +33,7 @@ def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
                 idle_decay: bool = False):
     """Run the episode-end maintenance; returns the new tree (and, with return_counts,
     the number of nodes pruned and merged away)."""
+    check_tree(tree, "end_episode")
     tree = _update_utility(tree, beta, idle_decay)
     before = jnp.sum(tree.valid)
     tree = _prune(tree, prune_fraction)

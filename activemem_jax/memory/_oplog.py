@@ -10,12 +10,13 @@ resolves each reference to the slot that insert actually received there.
 
 from __future__ import annotations
 
+import chex
 import flax.struct
 import jax
 import jax.numpy as jnp
 
 from activemem_jax.memory._ops import insert_node, update_node
-from activemem_jax.memory._state import Tree
+from activemem_jax.memory._state import Tree, check_tree
 
 OP_NONE, OP_INSERT, OP_UPDATE = 0, 1, 2
 
@@ -98,6 +99,12 @@ def commit(tree: Tree, logs: OpLog, return_slots: bool = False):
     """Replay logs [R, L] (or one log [L]) onto the persistent tree, rollout by rollout,
     in one `lax.scan`. With return_slots, also the slot each entry's node got ([R, L],
     -1 where refused or not an insert)."""
+    check_tree(tree, "commit")
+    chex.assert_rank(logs.op, {1, 2}, custom_message="commit: logs.op must be [L] or [R, L]")
+    chex.assert_equal_shape_prefix([logs.op, logs.target, logs.slot, logs.vec, logs.alpha], logs.op.ndim,
+                                   custom_message="commit: the log's fields must share their [R, L] entries")
+    chex.assert_axis_dimension(logs.vec, -1, tree.dim,
+                               custom_message=f"commit: log vectors must be [.., d={tree.dim}], the tree's dim")
     single = logs.op.ndim == 1
     if single:
         logs = jax.tree.map(lambda x: x[None], logs)

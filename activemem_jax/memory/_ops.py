@@ -8,10 +8,11 @@ every backend picks the same child despite rounding differences.
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
-from activemem_jax.memory._state import EPS, Path, Tree, normalize
+from activemem_jax.memory._state import EPS, Path, Tree, check_tree, check_vector, normalize
 
 _BIG = jnp.iinfo(jnp.int32).max
 TIE_TOL = 1e-6
@@ -39,6 +40,8 @@ def traverse(tree: Tree, query, tau_stop: float = 0.5, closer: bool = False) -> 
     cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels. With
     `closer`, a step down also needs the child to be closer to the query than the node it
     hangs from (a child refines its parent: a query its parent answers best stops there)."""
+    check_tree(tree, "traverse")
+    check_vector(query, tree.dim, "query", "traverse")
     unit, _ = normalize(query)
     depth = tree.max_depth
 
@@ -80,6 +83,9 @@ def insert_node(tree: Tree, parent, emb):
     """Insert normalize(emb) under `parent`, descending into the most similar child while
     a children row is full. Returns (tree, slot), slot = -1 (tree unchanged) when refused:
     invalid parent, zero embedding, max_depth reached, or no free slot."""
+    check_tree(tree, "insert_node")
+    check_vector(emb, tree.dim, "emb", "insert_node")
+    chex.assert_rank(parent, 0, custom_message="insert_node: parent must be one slot (a scalar)")
     n = tree.capacity
     unit, norm = normalize(emb)
     parent = jnp.asarray(parent, jnp.int32)
@@ -119,6 +125,10 @@ def insert_node(tree: Tree, parent, emb):
 def update_node(tree: Tree, idx, target, alpha):
     """e_idx <- normalize((1 - alpha) e_idx + alpha target); alpha scalar or [d].
     A no-op for the root, invalid/out-of-range slots, or a zero result."""
+    check_tree(tree, "update_node")
+    check_vector(target, tree.dim, "target", "update_node")
+    chex.assert_rank(idx, 0, custom_message="update_node: idx must be one slot (a scalar)")
+    chex.assert_rank(alpha, {0, 1}, custom_message="update_node: alpha must be a scalar or [d]")
     n = tree.capacity
     idx = jnp.asarray(idx, jnp.int32)
     i = jnp.clip(idx, 0, n - 1)
@@ -131,6 +141,9 @@ def update_node(tree: Tree, idx, target, alpha):
 
 def record_activations(tree: Tree, path: Path, episode_return):
     """Credit `episode_return` to every node on `path` (one activation each)."""
+    check_tree(tree, "record_activations")
+    chex.assert_rank([path.nodes, path.length], [1, 0],
+                     custom_message="record_activations: one path (nodes [D], length [])")
     rows = jnp.where(path.mask, path.nodes, tree.capacity)  # padding -> dropped
     r = jnp.asarray(episode_return, jnp.float32)
     return tree.replace(

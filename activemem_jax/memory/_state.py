@@ -6,6 +6,7 @@ Slot 0 is the virtual root (valid, depth 0, no semantics). A free slot has
 
 from __future__ import annotations
 
+import chex
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,26 @@ class Path:
     @property
     def mask(self) -> jax.Array:
         return jnp.arange(self.nodes.shape[-1]) < self.length[..., None]
+
+
+def check_tree(tree: Tree, where: str) -> None:
+    """Shape and dtype checks at a tree op's entry (static: they run once per trace, free
+    under jit): every per-node array has the same N, children is [N, C], the index arrays
+    are int32. A wrong tree fails here with the shapes named, not deep inside a gather."""
+    chex.assert_rank(tree.emb, 2, custom_message=f"{where}: tree.emb must be [N, d] (one tree; vmap a batch)")
+    n = tree.emb.shape[0]
+    chex.assert_shape([tree.parent, tree.depth, tree.valid, tree.utility_ema, tree.visits,
+                       tree.episode_return_sum, tree.episode_hits], (n,),
+                      custom_message=f"{where}: every per-node array of the tree must be [N={n}]")
+    chex.assert_shape(tree.children, (n, None), custom_message=f"{where}: tree.children must be [N={n}, C]")
+    chex.assert_type([tree.parent, tree.children, tree.depth], jnp.int32,
+                     custom_message=f"{where}: tree index arrays must be int32")
+
+
+def check_vector(x, dim: int, name: str, where: str) -> None:
+    """A [dim] floating vector (a query, an embedding, an update target) at an op's entry."""
+    chex.assert_shape(x, (dim,), custom_message=f"{where}: {name} must be [d={dim}], the tree's dim")
+    chex.assert_type(x, float, custom_message=f"{where}: {name} must be floating")
 
 
 def init_tree(capacity: int, dim: int, max_children: int = 16, max_depth: int = 8) -> Tree:

@@ -19,6 +19,7 @@ Conventions:
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -26,7 +27,11 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def _group_stats(rewards, group_size: int, eps: float):
-    r = jnp.asarray(rewards, jnp.float32).reshape(-1, group_size)
+    rewards = jnp.asarray(rewards, jnp.float32)
+    chex.assert_rank(rewards, 1, custom_message="rewards must be [B*G], one per rollout")
+    if rewards.shape[0] % group_size:
+        raise ValueError(f"{rewards.shape[0]} rewards do not split into groups of {group_size}")
+    r = rewards.reshape(-1, group_size)
     mean = jnp.mean(r, axis=1)
     if group_size > 1:
         std = jnp.sqrt(jnp.sum((r - mean[:, None]) ** 2, axis=1) / (group_size - 1))
@@ -53,6 +58,9 @@ def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: 
     episode [S] the rollout of each step; path [S, D] persistent node slots (-1 pad),
     num_nodes the tree capacity.
     Returns [S] float32 (lambda_h = 0: the plain group advantage of the step's rollout)."""
+    chex.assert_rank([episode, path], [1, 2], custom_message="episode must be [S], path [S, D]")
+    chex.assert_equal_shape_prefix([episode, path], 1, custom_message="episode and path: one row per step")
+    chex.assert_type([episode, path], int, custom_message="episode and path are indices")
     r, mean, std = _group_stats(rewards, group_size, eps)
     e = r.size
     rewards = r.reshape(-1)
@@ -94,6 +102,10 @@ def policy_loss(logp, old_logp, advantages, mask, clip_eps: float = 0.2, clip_ep
     or [B, T]. Returns (loss, metrics dict)."""
     if agg not in AGGREGATIONS:
         raise ValueError(f"agg={agg!r}: choose from {AGGREGATIONS}")
+    chex.assert_rank(logp, 2, custom_message="policy_loss: logp must be [B, T]")
+    chex.assert_equal_shape([logp, old_logp, mask], custom_message="policy_loss: logp, old_logp, mask")
+    if ref_logp is not None:
+        chex.assert_equal_shape([logp, ref_logp], custom_message="policy_loss: logp, ref_logp")
     high = clip_eps if clip_eps_high is None else clip_eps_high
     adv = jnp.asarray(advantages, jnp.float32)
     if adv.ndim == 1:
@@ -123,6 +135,8 @@ def policy_loss(logp, old_logp, advantages, mask, clip_eps: float = 0.2, clip_ep
 def tree_loss(tree_logp, advantages, mask):
     """REINFORCE for the tree head: -sum_t log pi_tree(a_t | u_t) A_{i,t} over the steps
     where the head chose among several actions (mask [S]), averaged over those steps."""
+    chex.assert_rank(tree_logp, 1, custom_message="tree_loss: tree_logp must be [S]")
+    chex.assert_equal_shape([tree_logp, advantages, mask], custom_message="tree_loss: tree_logp, advantages, mask")
     m = mask.astype(jnp.float32)
     return -jnp.sum(tree_logp * advantages * m) / jnp.maximum(jnp.sum(m), 1.0)
 

@@ -34,7 +34,7 @@ from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.rl.metrics_log import MetricsLog
 from activemem_jax.tasks import build_tasks
-from activemem_jax.rl.update import LossConfig, TrainStep, make_optimizer
+from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,7 @@ class Trainer:
         self.params = self.hosts.replicate({"controller": self.policy.params, "lora": lora})
         self.ref_params = self.hosts.replicate(self.params)  # phi_0 (and zero LoRA): the reference
         o = cfg.optim
-        self.optimizer = make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay,
-                                        o.max_grad_norm)
+        self.optimizer = optimizer_from(cfg)
         self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
         if t.get("sft_tree", "rule") not in ("rule", "expert"):
             raise ValueError(f"train.sft_tree={t.sft_tree!r}: rule or expert")
@@ -118,13 +117,7 @@ class Trainer:
             raise ValueError(f"train.key_coef={t.key_coef} trains the key head, but policy.key_head is False")
         if t.get("key_coef", 0.0) and self.hosts.count > 1:
             raise ValueError("train.key_coef > 0 is single-process for now (the key loss reads every row of the step)")
-        self.loss_cfg = LossConfig(algo=t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
-                                   agg=t.agg, beta=t.beta, tree_coef=t.tree_coef,
-                                   lora_alpha=cfg.lora.alpha, chunk=t.logprob_chunk,
-                                   micro_batch_rows=t.micro_batch_rows, key_coef=float(t.get("key_coef", 0.0)),
-                                   key_tau=float(t.get("key_tau", 0.1)),
-                                   path_pool=self.policy.config.path_pool,
-                                   tree_temperature=self.policy.config.tree_temperature)
+        self.loss_cfg = loss_config(cfg)
         lr_grpo = float(o.get("lr_grpo", 0.0))
         if lr_grpo < 0 or (lr_grpo and not o.lr_controller):
             raise ValueError(f"optim.lr_grpo={lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a "
@@ -297,16 +290,22 @@ class Trainer:
             return {"step": self.step, "reward_mean": float(rewards.mean()), "skipped": 1.0, "updates": 0,
                     "time_step": time.perf_counter() - t0}
         episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
-        # node credit keyed by identity: the snapshot nodes every rollout of the group read
+        # node credit keyed by identity (streams.credit_ids): snapshot slots, then one id per
+        # writing turn for the nodes the rollouts wrote
         paths = np.stack([s.credit_path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
+        ids = self.policy.config.capacity + max(len(tr.steps) for tr in result.trajectories)
         extra = {}
         # A_{i,t} for the token (and latent) loss and the tree term alike
         # (docs/design.md#hierarchical-advantage)
         if algo == "grpo":
-            tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths,
-                                                               self.policy.config.capacity, t.lambda_h, t.adv_eps))
+            tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
+                                                               t.lambda_h, t.adv_eps))
             adv_rows = tree_adv
+            # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
+            node_term = float(np.mean(np.abs(tree_adv - np.asarray(
+                grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode])))
         else:
+            node_term = 0.0
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
             extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
                                               np.int32)
@@ -358,7 +357,7 @@ class Trainer:
             step=self.step, reward_mean=float(all_rewards.mean()), reward_std=float(all_rewards.std()),
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
-            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)), algo=algo,
+            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)), algo=algo, adv_node=node_term,
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,

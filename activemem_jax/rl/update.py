@@ -3,8 +3,8 @@
 Trainable parameters are one pytree {"controller": nnx.State, "lora": {...} or {}}; the
 frozen backbone state is an argument, never differentiated nor updated.
 
-    opt = make_optimizer(cfg.optim)
-    step = TrainStep(model.graphdef, controller_graphdef, loss_cfg)
+    opt = optimizer_from(cfg)                 # AdamW from the run config's optim section
+    step = TrainStep(model.graphdef, controller_graphdef, loss_config(cfg), opt)
     params, opt_state, metrics = step(params, opt_state, backbone_state, batch)
 
 Row batches come from `activemem.collate` plus "adv" [R] (the episode's group advantage),
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import chex
 import jax
 import jax.numpy as jnp
 import optax
@@ -47,6 +48,23 @@ class LossConfig:
     path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
     tree_temperature: float = 1.0      # GRPO: the tree term scores softmax(logits / T), the distribution
                                        # the rollout sampled from (policy.tree_temperature)
+
+
+def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
+    """The LossConfig of a run config (train, lora and policy sections) for `algo`
+    (default train.algo): what the trainer updates with and what `aot.py` compiles."""
+    t, p = cfg.train, cfg.policy
+    return LossConfig(algo=algo or t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
+                      agg=t.agg, beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha,
+                      chunk=t.logprob_chunk, micro_batch_rows=t.micro_batch_rows,
+                      key_coef=float(t.get("key_coef", 0.0)), key_tau=float(t.get("key_tau", 0.1)),
+                      path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)))
+
+
+def optimizer_from(cfg) -> optax.GradientTransformation:
+    """The run's optimizer from its optim section (make_optimizer)."""
+    o = cfg.optim
+    return make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -93,6 +111,8 @@ def key_loss(controller, q, ids, tau: float = 0.1):
     with a partner scores -mean over its partners of log softmax_j(k_i . k_j / tau), j over
     every other row with an id; rows without a partner only serve as others' negatives.
     Returns (loss, share of those rows whose nearest other key is a partner)."""
+    chex.assert_rank([q, ids], [2, 1], custom_message="key_loss: q must be [K, d], ids [K]")
+    chex.assert_equal_shape_prefix([q, ids], 1, custom_message="key_loss: one id per query row")
     k = controller.key_of(q)
     n = ids.shape[0]
     real = ids >= 0
@@ -269,4 +289,4 @@ class TrainStep:
         return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
-__all__ = ["LossConfig", "TrainStep", "key_loss", "loss_fn", "make_optimizer"]
+__all__ = ["LossConfig", "TrainStep", "key_loss", "loss_config", "loss_fn", "make_optimizer", "optimizer_from"]

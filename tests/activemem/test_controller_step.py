@@ -215,3 +215,24 @@ def test_path_nodes_report_their_writer():
     np.testing.assert_allclose(out.path_emb[0, 0], far[0], atol=1e-6)
     overlays, logs, out = step(overlays, logs, e1[None], 5)  # the snapshot node: no writer
     assert int(out.path_len[0]) == 1 and int(out.writer_turn[0, 0]) == -1 and int(out.writer_op[0, 0]) == 0
+
+
+def test_a_wrong_shape_fails_at_the_step_with_the_shapes_named():
+    """chex checks at the entry: a backbone width that is not the trees' dim, and an h
+    without its batch axis, fail there with the shapes named (not inside a vmapped gather)."""
+    from activemem_jax.rl.update import key_loss
+
+    gd, params = make_controller()
+    tree = hlmt.init_tree(8, D, max_children=4, max_depth=3)
+    wide = hlmt.init_tree(8, D + 4, max_children=4, max_depth=3)
+    overlays, logs = batch(wide, 2)
+    h = jnp.ones((2, D), jnp.float32)
+    keys = jnp.stack([jax.random.PRNGKey(0)] * 2)
+    with pytest.raises(AssertionError, match=r"the trees' dim must equal the backbone's d"):
+        controller_step(gd, params, overlays, logs, h, h, keys, jnp.ones((2,), bool), jnp.int32(0), StepConfig())
+    overlays, logs = batch(tree, 2)
+    with pytest.raises(AssertionError, match=r"controller_step: h, q \[E, d\], live \[E\]"):
+        controller_step(gd, params, overlays, logs, h[0], h[0], keys, jnp.ones((2,), bool), jnp.int32(0),
+                        StepConfig())
+    with pytest.raises(AssertionError, match=r"key_loss: one id per query row"):
+        key_loss(nnx.merge(gd, params), h, jnp.zeros((3,), jnp.int32))

@@ -130,6 +130,41 @@ def test_node_credit_is_keyed_by_identity_not_by_slot_index():
     assert np.isclose(by_slot[1] - want[1], 0.5 * (0.5 - mean) / (std + eps), atol=1e-5)
 
 
+def test_nodes_the_members_wrote_are_keyed_by_their_writing_turn():
+    """A group of 4 replays one episode on one snapshot (node 2). Members 0 and 1 inserted
+    a node at turn 1 (into overlay slots 5 and 6) and read it at turn 3; member 2 inserted
+    at turn 2 into slot 5 and read that; member 3 wrote nothing and read node 2. Ids: the
+    snapshot node keeps slot 2, the turn-1 node is capacity + 1 for members 0 and 1 (one
+    node, two slots), the turn-2 node capacity + 2 (slot 5, but another node)."""
+    cap = 8
+    snapshot_valid = np.zeros((4, cap), bool)
+    snapshot_valid[:, [0, 2]] = True
+    # [E, turns=1 (the reading turn), D=2]
+    paths = np.asarray([[[5, -1]], [[6, -1]], [[5, -1]], [[2, -1]]], np.int32)
+    writer = np.asarray([[[1, -1]], [[1, -1]], [[2, -1]], [[-1, -1]]], np.int32)
+    ids = np.asarray(streams.credit_ids(jnp.asarray(snapshot_valid), jnp.asarray(paths), jnp.asarray(writer), cap))
+    assert ids[:, 0].tolist() == [[cap + 1, -1], [cap + 1, -1], [cap + 2, -1], [2, -1]]
+    # a snapshot node this rollout updated keeps its slot
+    upd = np.asarray(streams.credit_ids(jnp.asarray(snapshot_valid[:1]), jnp.asarray([[[2, -1]]]),
+                                        jnp.asarray([[[0, -1]]]), cap))
+    assert upd.tolist() == [[[2, -1]]]
+    rewards = np.asarray([1.0, 1.0, 0.0, 0.0], np.float32)
+    episode = np.arange(4, dtype=np.int32)
+    eps = 1e-6
+    got = np.asarray(grpo.hierarchical_advantages(rewards, 4, episode, ids[:, 0], num_nodes=cap + 3,
+                                                  lambda_h=0.5, eps=eps))
+    mean, std = 0.5, np.std([1.0, 1.0, 0.0, 0.0], ddof=1)
+    a = (rewards - mean) / (std + eps)
+    u = np.asarray([1.0, 1.0, 0.0, 0.0])  # U(cap+1) = mean(1, 1); U(cap+2) = 0; U(2) = 0
+    want = a + 0.5 * (u - mean) / (std + eps)
+    assert np.allclose(got, want, atol=1e-5)
+    # keyed only by snapshot nodes, members 0-2 read nothing creditable: no node term there
+    plain = np.asarray(grpo.hierarchical_advantages(
+        rewards, 4, episode, np.asarray(streams.snapshot_paths(jnp.asarray(snapshot_valid), jnp.asarray(paths)))[:, 0],
+        num_nodes=cap, lambda_h=0.5, eps=eps))
+    assert np.allclose(plain[:3], a[:3], atol=1e-5) and not np.allclose(got[:3], plain[:3], atol=1e-3)
+
+
 def test_key_loss_by_hand_and_the_key_head_starts_as_the_identity():
     from flax import nnx
 

@@ -2,6 +2,7 @@
 
 import math
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -111,3 +112,23 @@ def test_tree_loss_by_hand():
     mask = np.array([1, 1, 0], np.float32)
     np.testing.assert_allclose(float(grpo.tree_loss(logp, adv, mask)), -(-1.0 + 1.0) / 2)
     np.testing.assert_allclose(float(grpo.tree_loss(logp, adv, np.array([1, 0, 0]))), 1.0)
+
+
+class LossesJitAndNoJit(chex.TestCase):
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_policy_loss_equals_the_hand_value(self):
+        loss = self.variant(grpo.policy_loss, static_argnames=("clip_eps", "agg"))
+        got, _ = loss(LOGP, OLD, ADV, MASK, clip_eps=0.2, agg="token-mean")
+        chex.assert_trees_all_close(float(got), reference()[0], rtol=1e-5)
+
+
+def test_wrong_shapes_fail_at_the_loss_with_the_shapes_named():
+    with pytest.raises(AssertionError, match=r"policy_loss: logp, old_logp, mask"):
+        grpo.policy_loss(LOGP, OLD[:, :2], ADV, MASK)
+    with pytest.raises(AssertionError, match=r"tree_loss: tree_logp, advantages, mask"):
+        grpo.tree_loss(np.zeros(4, np.float32), np.zeros(3, np.float32), np.ones(4, bool))
+    with pytest.raises(AssertionError, match=r"episode must be \[S\], path \[S, D\]"):
+        grpo.hierarchical_advantages(np.zeros(4, np.float32), 2, np.zeros(3, np.int32), np.zeros(3, np.int32), 8)
+    with pytest.raises(ValueError, match="5 rewards do not split into groups of 2"):
+        grpo.group_advantages(np.zeros(5, np.float32), 2)
