@@ -33,5 +33,5 @@ def get_config():
                    micro_batch_rows=0, sft_tree="expert", key_coef=1.0)
     c.optim.update(lr_controller=2e-3, lr_grpo=2e-4, warmup_steps=5)
     c.checkpoint.update(every=10, keep=2)
-    c.eval.update(enabled=True, n_tasks=16)
+    c.eval.update(enabled=True, n_tasks=32)  # 8 held-out streams of 4 episodes (128 questions)
     return c

@@ -26,7 +26,8 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
     if table not in ("table7", "table9"):
         raise ValueError(f"configs/activemem_eval_qa.py:{table}: use table7 or table9")
     c = ml_collections.ConfigDict()
-    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32", max_slots=16, max_len=8192))
+    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32"))
+    c.engine = ml_collections.ConfigDict(dict(max_slots=16, max_len=8192))
     c.policy = policy_defaults(num_latents=4, max_tokens=256, capacity=4096)
     c.benchmark = ml_collections.ConfigDict(dict(
         name="multi_objective_qa" if table == "table7" else "single_qa",
@@ -39,7 +40,7 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
         retrieval_topk=3, seed=0,
         n_objectives=(1, 2, 4, 8, 16) if table == "table7" else (1,),
         n_tasks=100 if table == "table7" else 500, max_turns=12))
-    c.max_turns = ml_collections.ConfigDict(dict(per_objective=2, extra=1, cap=33))
+    c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=33))
     c.variants = ("activemem", "plain", "truncate")
     c.temperature = 0.01   # paper 6.1 evaluation temperature
     c.seed = 0

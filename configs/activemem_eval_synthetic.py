@@ -17,12 +17,13 @@ from configs.activemem_base import policy_defaults
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     # 16 slots: the 5 N x 2 tasks of a variant run in one batch
-    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32", max_slots=16, max_len=4096))
+    c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32"))
+    c.engine = ml_collections.ConfigDict(dict(max_slots=16, max_len=4096))  # the training configs' names
     c.policy = policy_defaults(num_latents=4, max_tokens=96, capacity=1024)
     c.benchmark = ml_collections.ConfigDict(dict(
         seed=0, n_entities=2000, split="test", n_objectives=(1, 2, 4, 8, 16), n_tasks=2))
-    # turns per episode: min(cap, per_objective * N + extra)
-    c.max_turns = ml_collections.ConfigDict(dict(per_objective=2, extra=1, cap=12))
+    # turns per episode: min(max_turns_cap, turns_per_objective * N + extra_turns), as training's eval section
+    c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=12))
     c.variants = ("activemem", "plain", "truncate")
     c.temperature = 0.01   # paper 6.1 evaluation temperature
     c.seed = 0

@@ -18,12 +18,13 @@ def get_config() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(dict(
         base_url="",        # an OpenAI-compatible endpoint; empty: in-process engine on `path`
         name="", api_key="",
-        path="embedded", max_slots=8, max_len=4096,
+        path="embedded",
         dtype="float32", activation_dtype="", quant="",   # in-process engine precision (load_from_config)
         timeout=600.0,                # seconds per HTTP call
         retries=2, backoff_s=1.0,     # transient endpoint errors: retried with backoff 1 s, 2 s
         max_consecutive_failures=3,   # failed calls in a row that stop the run (a dead server)
     ))
+    c.engine = ml_collections.ConfigDict(dict(max_slots=8, max_len=4096))  # the in-process engine (no base_url)
     c.benchmark = ml_collections.ConfigDict(dict(
         name="synthetic",   # synthetic | gaia | browsecomp_plus
         seed=0, n_entities=2000, split="dev", n_objectives=(1, 4), n_tasks=5,

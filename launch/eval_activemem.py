@@ -58,10 +58,10 @@ def run(cfg) -> dict:
         peak = sum(r["peak_tokens"] for r in rows) / len(rows)
         console.log(f"{variant} N={n}: EM {em:.3f}, peak tokens {peak:.0f}")
 
-    t = cfg.max_turns
-    with Engine(model, max_slots=cfg.model.max_slots, max_len=cfg.model.max_len) as engine:
+    t = cfg.eval  # the same turn budget fields as a training config's eval section
+    with Engine(model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len) as engine:
         rows = ev.evaluate(model, engine, retriever, base, list(cfg.variants), tasks,
-                           lambda n: min(t.cap, t.per_objective * n + t.extra), seed=cfg.seed,
+                           lambda n: min(t.max_turns_cap, t.turns_per_objective * n + t.extra_turns), seed=cfg.seed,
                            temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env)
     out.close()
     summary = ev.summarize(rows)
