@@ -55,8 +55,8 @@ def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: 
     """Per-step advantages A_{i,t} = A_i + lambda_h * mean_{n in P_t} (U(n) - mean_G R) /
     (std_G R + eps), where U(n) is the mean return of the group's rollouts that activated
     node n (docs/design.md#hierarchical-advantage). rewards [E] (E = B*G, grouped);
-    episode [S] the rollout of each step; path [S, D] persistent node slots (-1 pad),
-    num_nodes the tree capacity.
+    episode [S] the rollout of each step; path [S, D] node ids the group shares (-1 pad;
+    `activemem.streams.credit_ids`), num_nodes the width of that id space.
     Returns [S] float32 (lambda_h = 0: the plain group advantage of the step's rollout)."""
     chex.assert_rank([episode, path], [1, 2], custom_message="episode must be [S], path [S, D]")
     chex.assert_equal_shape_prefix([episode, path], 1, custom_message="episode and path: one row per step")
