@@ -88,7 +88,7 @@ def eval_tasks(cfg, streams: int, seed: int = 1):
 
 def _row(r: dict) -> dict:
     keep = ("accuracy", "format_failure", "inserts", "updates", "pruned", "merged", "tree_size",
-            "depth_histogram", "actions")
+            "depth_histogram", "actions", "questions")
     return {k: r[k] for k in keep if k in r}
 
 

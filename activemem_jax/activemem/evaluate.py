@@ -143,14 +143,6 @@ def plot_peak_tokens(summary: dict, path: str) -> None:
 
 
 # ---------------------------------------------------------------- recall (envs/recall.py)
-RECALL_VARIANTS = {
-    "activemem": {},
-    "w/o HLMT": dict(use_tree=False),
-    "w/o latent injection": dict(num_latents=0),
-    "w/o tree action head": dict(tree_actions=False),
-}
-
-
 def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
                     temperature: float = 0.01, batch: int = 16, codes: Optional[Sequence[str]] = None) -> dict:
     """Held-out recall accuracy (greedy tree actions, near-greedy decoding) with the tree
@@ -200,8 +192,10 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
 
     Returns accuracy, format_failure, the baselines on the same tasks
     (`envs.dossier.dossier_baselines`), the summed commit telemetry (inserts, updates,
-    pruned, merged), the final tree's size and depth histogram, and `actions`: for each
-    observation kind, the share of noop / insert / update the tree head chose."""
+    pruned, merged), the final tree's size and depth histogram, `actions`: for each
+    observation kind, the share of noop / insert / update the tree head chose, and
+    `questions`: accuracy and the share that found a path ({"n", "accuracy", "path"}) for
+    all questions and by what the stream showed before them (`question_kinds`)."""
     from activemem_jax.activemem.controller import TREE_ACTIONS
     from activemem_jax.data.streams import StreamOrder
     from activemem_jax.envs.dossier import CODES, DossierEnv
@@ -211,6 +205,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
     state = policy.memory_state
     trajs, counts, mix, used = [], {}, {}, set()
+    seen, asked = {}, {}  # (stream, name, attr) -> [(episode, kind)]; category -> [(em, path found)]
     try:
         for e in range(order.episodes):
             part = next(order)
@@ -224,6 +219,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                 for turn, step in zip(tr.task["turns"], tr.steps):
                     row = mix.setdefault(turn["kind"], [0, 0, 0])
                     row[step.tree_action] += 1
+                _sort_questions(tr, e, seen, asked)
         if used:  # tree_scope='stream': the held-out streams' own trees
             idx = sorted(used)
             depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
@@ -238,7 +234,32 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs),
             "format_failure": 1.0 - sum(in_set) / len(in_set) if in_set else 1.0, "baselines": baselines,
             **counts, "tree_size": int(sum(histogram.values())), "depth_histogram": histogram,
-            "actions": actions}
+            "actions": actions, "questions": {k: {"n": len(v), "accuracy": float(np.mean([em for em, _ in v])),
+                                                  "path": float(np.mean([p for _, p in v]))}
+                                              for k, v in sorted(asked.items())}}
+
+
+def question_kinds(history, episode: int) -> list:
+    """A dossier question's categories from what its stream showed about the same
+    (entity, attribute) before it (history [(episode, kind)]): "all"; "earlier episode"
+    (first shown in an earlier episode) or "same episode"; "after a correction",
+    "after a decoy", "after a reminder" where one came before it."""
+    out = ["all", "earlier episode" if history and history[0][0] < episode else "same episode"]
+    kinds = {k for _, k in history}
+    out += [f"after a {k}" for k in ("correction", "decoy", "reminder") if k in kinds]
+    return out
+
+
+def _sort_questions(trajectory, episode: int, seen: dict, asked: dict) -> None:
+    ems = list(trajectory.info.get("per_question_em", ()))
+    for turn, step in zip(trajectory.task["turns"], trajectory.steps):
+        key = (trajectory.task["stream"], turn["name"], turn["attr"])
+        if turn["kind"] != "question":
+            seen.setdefault(key, []).append((episode, turn["kind"]))
+            continue
+        em = float(ems.pop(0)) if ems else 0.0
+        for k in question_kinds(seen.get(key, []), episode):
+            asked.setdefault(k, []).append((em, step.path_len > 0))
 
 
 def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
@@ -257,12 +278,15 @@ def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
 
 
 def format_stream_table(rows: dict) -> str:
-    """rows: {name: evaluate_streams(...)} -> a markdown table (accuracy, format failures,
-    the commits' telemetry, the final tree's depth histogram, the tree head's action mix on
-    decoys and corrections), then the rules that need no training on the same tasks."""
-    lines = ["| variant | accuracy | answers not a code | inserts | updates | pruned | merged | nodes by depth | "
-             "decoys: noop / insert / update | corrections: noop / insert / update |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    """rows: {name: evaluate_streams(...)} -> a markdown table (accuracy, accuracy on the
+    questions asked after a correction, the share of questions that found a path, format
+    failures, the commits' telemetry, the final tree's depth histogram, the tree head's
+    action mix on decoys and corrections), then the rules that need no training on the
+    same tasks."""
+    lines = ["| variant | accuracy | after a correction | questions with a path | answers not a code | inserts | "
+             "updates | pruned | merged | nodes by depth | decoys: noop / insert / update | "
+             "corrections: noop / insert / update |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def mix(r, kind):
         a = r["actions"].get(kind)
@@ -270,7 +294,11 @@ def format_stream_table(rows: dict) -> str:
 
     for name, r in rows.items():
         depth = ", ".join(f"{d}: {n}" for d, n in sorted(r["depth_histogram"].items())) or "-"
-        lines.append(f"| {name} | {r['accuracy']:.3f} | {r['format_failure']:.2f} | {r.get('inserts', 0)} | "
+        q = r.get("questions", {})
+        corrected = f"{q['after a correction']['accuracy']:.3f}" if "after a correction" in q else "-"
+        path = f"{q['all']['path']:.2f}" if "all" in q else "-"
+        lines.append(f"| {name} | {r['accuracy']:.3f} | {corrected} | {path} | {r['format_failure']:.2f} | "
+                     f"{r.get('inserts', 0)} | "
                      f"{r.get('updates', 0)} | {r.get('pruned', 0)} | {r.get('merged', 0)} | {depth} | "
                      f"{mix(r, 'decoy')} | {mix(r, 'correction')} |")
     b = next((r["baselines"] for r in rows.values()), None)
@@ -295,9 +323,9 @@ def format_recall_baselines(b: dict) -> str:
             f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
 
 
-__all__ = ["METRICS", "RECALL_VARIANTS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams",
-           "format_recall_baselines", "format_recall_table", "format_stream_table", "format_table",
-           "plot_peak_tokens", "summarize", "task_tokens", "trajectory_row", "variant_config"]
+__all__ = ["METRICS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams", "format_recall_baselines",
+           "format_recall_table", "format_stream_table", "format_table",
+           "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row", "variant_config"]
 
 
 def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) -> dict:

@@ -119,3 +119,19 @@ def test_a_stream_evaluation_carries_memory_across_episodes_and_puts_the_policy_
     assert r["inserts"] > 0 and r["tree_size"] > 0 and sum(r["depth_histogram"].values()) == r["tree_size"]
     assert r["actions"]["decoy"]["noop"] < 1.0  # the rule does not skip a decoy
     assert set(r["actions"]) == {"fact", "decoy", "question"}
+    # questions by what their stream showed before them, counted by hand from the tasks
+    want, first = {"all": 0, "earlier episode": 0, "same episode": 0, "after a decoy": 0}, {}
+    for t in sorted(tasks, key=lambda t: (t["episode"], t["stream"])):
+        for turn in t["turns"]:
+            key = (t["stream"], turn["name"], turn["attr"])
+            if turn["kind"] != "question":
+                first.setdefault(key, []).append((t["episode"], turn["kind"]))
+                continue
+            shown = first.get(key, [])
+            want["all"] += 1
+            want["earlier episode" if shown and shown[0][0] < t["episode"] else "same episode"] += 1
+            want["after a decoy"] += any(kind == "decoy" for _, kind in shown)
+    q = r["questions"]
+    assert {k: v["n"] for k, v in q.items()} == {k: n for k, n in want.items() if n}
+    assert np.isclose(q["all"]["accuracy"], r["accuracy"])  # every episode asks the same number of questions
+    assert 0.0 <= q["all"]["path"] <= 1.0 and "after a correction" in ev.format_stream_table({"x": r})
