@@ -219,7 +219,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                 for turn, step in zip(tr.task["turns"], tr.steps):
                     row = mix.setdefault(turn["kind"], [0, 0, 0])
                     row[step.tree_action] += 1
-                _sort_questions(tr, e, seen, asked)
+                _sort_questions(tr, tr.task.get("episode", e), seen, asked)
         if used:  # tree_scope='stream': the held-out streams' own trees
             idx = sorted(used)
             depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
