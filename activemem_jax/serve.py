@@ -460,7 +460,7 @@ def main(argv=None):
         spec.loader.exec_module(module)
         cfg.update(dict(module.get_config().serve))
     cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
     from activemem_jax.models import load_from_config
 
     cache = compile_cache.enable(args.compile_cache)  # before anything compiles

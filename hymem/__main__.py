@@ -116,7 +116,7 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true",
                     help="do not print each model call's text (the one progress line per planner turn stays)")
     args = ap.parse_args(argv)
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     from hymem.agent import HyMemConfig

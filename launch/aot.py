@@ -10,13 +10,13 @@ whether each fits the chip's HBM (MaxText's train_compile.py technique).
 Compiles the run's own jitted functions at the config's shapes, mesh and rules: the GRPO
 and SFT update steps (one mini-batch, micro-batches and remat as configured), the old /
 reference log-prob pass, the controller step, the engine's prefill and decode steps
-(`activemem_jax/aot.py` builds their abstract inputs). Rows are `--length` tokens
+(`activemem_jax/tooling/aot.py` builds their abstract inputs). Rows are `--length` tokens
 (default engine.max_len: the longest turn a run can meet). Prints one row per function:
 per-device HBM (arguments, temporaries, outputs, total) against the chip's HBM, TFLOP and
 bytes accessed per device, the time estimate, the MFU and tokens/s that estimate implies,
 and the compile time here; writes the rows as JSON (--json).
 
-Two corrections to XLA's own counts (activemem_jax/aot_report.py): a splash attention
+Two corrections to XLA's own counts (activemem_jax/tooling/aot_report.py): a splash attention
 kernel's FLOPs, bytes and roofline time are modelled and added (the "kernels" column gives
 their share of the time; MFU is then an upper bound, "<="); with scanned layers each model
 row is also compiled unrolled at 1 and 2 layers and its counts extended to all layers
@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from activemem_jax.aot_report import fmt_gib, print_table  # noqa: E402
+from activemem_jax.tooling.aot_report import fmt_gib, print_table  # noqa: E402
 
 FUNCTIONS = ("update_grpo", "update_sft", "logprobs", "controller", "prefill", "decode")
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_qwen2_5_1_5b.py", "training config file")
@@ -56,7 +56,7 @@ _WHOLE = flags.DEFINE_bool("whole_model", True, "scanned layers: also compile ea
 
 def main(argv):
     del argv
-    from activemem_jax import aot, topologies
+    from activemem_jax.tooling import aot, topologies
     from activemem_jax.models import UnsupportedModelError
     from activemem_jax.models.attention import resolve
 
@@ -150,7 +150,7 @@ def main(argv):
               "(max(FLOPs / peak, bytes / HBM bandwidth) per call, models/kernel_costs.py): XLA does not count "
               "inside a Pallas kernel, so those rows' MFU and tok/s are upper bounds (<=)")
     if _JSON.value:
-        from activemem_jax.bench_report import write_json
+        from launch.bench_report import write_json
 
         write_json(_JSON.value, {"topology": sl.name, "config": header, "rows": [
             {"name": r[0], "error": r[1]} if isinstance(r, tuple) else r.to_json() for r in reports]})

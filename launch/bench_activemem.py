@@ -12,11 +12,16 @@ ActiveMem machinery. Also prints peak tokens vs N from an evaluation summary, if
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import json
 import time
 
-from activemem_jax.bench_report import peak_rss_gib, write_json
+from launch.bench_report import peak_rss_gib, write_json
 
 
 def main():

@@ -13,13 +13,18 @@ many tokens as the reply: both agents follow the gold protocol and pay real comp
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import json
 import re
 import statistics
 import time
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 
 
 class OracleClient:

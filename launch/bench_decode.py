@@ -24,13 +24,17 @@ weight and every slot's K/V rows):
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
+import argparse
 import time
 
 import numpy as np
 
-from activemem_jax.bench_report import peak_rss_gib, write_json
+from launch.bench_report import peak_rss_gib, write_json
 
 MODES = {"f32": dict(dtype="float32"), "bf16w": dict(dtype="bfloat16", activation_dtype="float32"),
          "int8": dict(quant="int8")}
@@ -203,7 +207,7 @@ def main():
                     help="only the host cost of detokenizing a 1,024-token response (f32 engine)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="with --config: the device's dense bf16 peak, for MFU (known kinds are looked up)")
-    from activemem_jax.measure import add_config_args, run_config
+    from activemem_jax.tooling.measure import add_config_args, run_config
 
     add_config_args(ap)
     args = ap.parse_args()

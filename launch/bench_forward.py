@@ -10,12 +10,16 @@ ours / transformers, and writes JSON.
 
 from __future__ import annotations
 
-import argparse
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
+import argparse
 import statistics
 import time
 
-from activemem_jax.bench_report import peak_rss_gib, write_json
+from launch.bench_report import peak_rss_gib, write_json
 
 
 def _time(fn, repeats: int) -> tuple[float, float]:

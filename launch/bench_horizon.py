@@ -22,11 +22,16 @@ agent), means over the tasks:
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import statistics
 import time
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 
 METRICS = ("planner_context", "prompt_tokens", "uncached_prompt_tokens", "decoded_tokens", "dependency_length",
            "model_calls")

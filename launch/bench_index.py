@@ -11,15 +11,18 @@ Search-R1's 21M-passage Wikipedia dump.
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import json
-import os
 import random
 import subprocess
-import sys
 import tempfile
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 
 WIKI_PASSAGES = 21_015_324  # Search-R1's wiki-18 (100-word passages)
 CHILD = r"""

@@ -15,9 +15,13 @@ rollout / update time). A benchmark, not a test: it takes tens of minutes.
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time

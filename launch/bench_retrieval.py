@@ -9,12 +9,17 @@ Snowball stemming). Prints index build time and queries/s, writes JSON.
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import time
 
 import numpy as np
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 
 
 def corpus_of(n_docs: int):

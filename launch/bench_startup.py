@@ -10,17 +10,20 @@ the model load, every compile the request needs, prefill and the first decode st
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import http.client
 import json
-import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 
 REQUEST = {"messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 8,
            "temperature": 0, "stream": True}

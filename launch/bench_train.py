@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
 
-from activemem_jax.bench_report import peak_rss_gib, write_json
+from launch.bench_report import peak_rss_gib, write_json
 
 PROMPTS = ("Is Paris in France? Answer Yes or No.", "Is water wet? Answer Yes or No.",
            "Is the sun hot? Answer Yes or No.", "Is snow cold? Answer Yes or No.")
@@ -160,7 +160,7 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the device's dense bf16 peak, for MFU (known GPUs/TPUs are looked up)")
     ap.add_argument("--out", default="bench_results/train.json")
-    from activemem_jax.measure import add_config_args, device_peaks, run_config
+    from activemem_jax.tooling.measure import add_config_args, device_peaks, run_config
 
     add_config_args(ap)
     args = ap.parse_args()

@@ -10,6 +10,11 @@ times `end_episode` and `commit` at the largest size. Prints a table, writes JSO
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # launch/, configs/
+
 import argparse
 import statistics
 import time
@@ -18,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from activemem_jax.bench_report import write_json
+from launch.bench_report import write_json
 from activemem_jax.memory import tree as hlmt
 
 DIM, MAX_CHILDREN, MAX_DEPTH = 576, 16, 8

@@ -15,7 +15,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/chat_embedded.py",
 def main(argv):
     del argv
     cfg = _CONFIG.value
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     from activemem_jax import sharding

@@ -78,7 +78,7 @@ def run(cfg) -> dict:
 
 def main(argv):
     del argv
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     run(_CONFIG.value)

@@ -22,7 +22,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/agents_synthetic.py
 
 def main(argv):
     del argv
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
     from hymem.evaluate import evaluate, format_summary
     from hymem.llm import EndpointDown
 

@@ -139,7 +139,7 @@ def main(argv):
     from activemem_jax.config_files import config_errors, flag_value
 
     cfg = flag_value(_CONFIG)
-    from activemem_jax import compile_cache
+    from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
     init_distributed(cfg)

@@ -18,11 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from activemem_jax.activemem.policy_config import Trajectory
-
-
-def pow2(n: int) -> int:
-    """The next power of two >= n (0 for 0)."""
-    return 1 << max(n - 1, 0).bit_length() if n > 0 else 0
+from activemem_jax.shapes import pow2
 
 
 def path_rows(trajectories: Sequence[Trajectory], depth: Optional[int] = None) -> dict:
@@ -79,7 +75,7 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
     n, k = len(steps), num_latents
     d = steps[0][1].h.shape[-1]
     longest_resp = max(len(s.response_ids) for _, s in steps)
-    a = resp_len or 1 << max(longest_resp - 1, 0).bit_length()
+    a = resp_len or pow2(longest_resp, 1)
     if longest_resp > a:
         raise ValueError(f"a response has {longest_resp} tokens; resp_len is {a}")
     out = {"tokens": np.zeros((n, t_len), np.int32), "attention_mask": np.zeros((n, t_len), bool),
@@ -114,4 +110,4 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
     return out
 
 
-__all__ = ["collate", "path_rows", "pow2"]
+__all__ = ["collate", "path_rows"]

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from activemem_jax.models.kv_cache import KVCache
-from activemem_jax.models.loading import positions_from_mask
+from activemem_jax.models.decoder import positions_from_mask
 
 
 def splice(embeds, latents, latent_pos):

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from activemem_jax.models.loading import positions_from_mask
+from activemem_jax.models.decoder import positions_from_mask
+from activemem_jax.shapes import observation_length, observation_rows
 
 
 def _encode(graphdef, state, tokens, mask):
@@ -45,20 +46,6 @@ def _encode(graphdef, state, tokens, mask):
     last = hidden[jnp.arange(tokens.shape[0]), jnp.maximum(lengths - 1, 0)]
     pooled = jnp.sum(hidden * m[..., None], axis=1) / jnp.maximum(lengths, 1)[:, None].astype(jnp.float32)
     return last, pooled
-
-
-def _rows_bucket(n: int) -> int:
-    b = 2
-    while b < n:
-        b *= 2
-    return b
-
-
-def _len_bucket(n: int) -> int:
-    b = 16  # a one-sentence observation is ~13 tokens: a 32-token floor doubled the read
-    while b < n:
-        b *= 2
-    return b
 
 
 class ObservationEncoder:
@@ -105,7 +92,7 @@ class ObservationEncoder:
         if n == 0:
             d = self.model.config.hidden_size
             return np.zeros((0, d), np.float32), np.zeros((0, d), np.float32)
-        rows, length = _rows_bucket(n), _len_bucket(max(len(x) for x in ids))
+        rows, length = observation_rows(n), observation_length(max(len(x) for x in ids))
         tokens = np.zeros((rows, length), np.int32)
         mask = np.zeros((rows, length), np.int32)
         for i, x in enumerate(ids):

@@ -35,7 +35,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from activemem_jax import compile_clock, metrics
+from activemem_jax import metrics
+from activemem_jax.metrics import compile_clock
 from activemem_jax.activemem.collate import collate
 from activemem_jax.activemem import streams as stream_trees
 from activemem_jax.activemem.commit import finish, finish_episodes, finish_groups, telemetry
@@ -47,6 +48,7 @@ from activemem_jax.activemem.step import controller_step
 from activemem_jax.engine import SamplingParams
 from activemem_jax.memory import query_space as qs
 from activemem_jax.memory import tree as hlmt
+from activemem_jax.shapes import pow2
 
 @flax.struct.dataclass
 class RolloutResult:
@@ -155,7 +157,7 @@ class ActiveMem:
         n = len(pooled)
         if n == 0:
             return
-        rows = 1 << max(n - 1, 0).bit_length()
+        rows = pow2(n)
         x = np.zeros((rows, pooled.shape[1]), np.float32)
         x[:n] = pooled
         w = np.zeros((rows,), np.float32)

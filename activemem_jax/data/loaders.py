@@ -18,6 +18,7 @@ import os
 from typing import Iterator, Optional, Sequence
 
 from activemem_jax.data.bad_rows import RowSieve
+from activemem_jax.metrics import last_boxed
 
 FLASHRAG_DATASETS = ("nq", "hotpotqa", "triviaqa", "popqa", "2wikimultihopqa", "musique", "bamboogle")
 
@@ -113,8 +114,6 @@ def load_gsm8k(path: str, bad_rows: str = "strict") -> list[dict]:
 def load_math(path: str, bad_rows: str = "strict") -> list[dict]:
     """MATH: a directory of per-problem JSON files (the original release, searched
     recursively), a JSON list, or JSONL; fields problem, solution (with \\boxed{}), level, type."""
-    from activemem_jax.envs.math_env import last_boxed
-
     _need(path, "MATH data (directory of JSON files, JSON list or JSONL)")
     sieve = RowSieve(path, bad_rows)
     if os.path.isdir(path):

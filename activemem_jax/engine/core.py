@@ -7,7 +7,7 @@ The decode state is sharded by the model's logical-axis rules (`state_shardings`
 over the batch axes, KV heads over tensor); every step that returns the state constrains
 it to those shardings, so it never falls back to replicated.
 
-Shapes are static: prompt chunks are padded to a few lengths (`PREFILL_BUCKETS`) and
+Shapes are static: prompt chunks are padded to a few lengths (`shapes.PREFILL_BUCKETS`) and
 attention reads only the first `kv_len` cache rows, a power-of-two bucket, so compiles
 stay few and short sequences never read the whole cache.
 """
@@ -25,7 +25,6 @@ from activemem_jax import sharding as shd
 from activemem_jax.engine.sampling import sample
 from activemem_jax.models.kv_cache import KVCache
 
-PREFILL_BUCKETS = (32, 64, 128, 256, 512)  # chunk lengths; longer prompts go in chunks
 MAX_LATENTS = 8  # latent vectors one request may splice in (K in {0, 2, 4, 8})
 
 
@@ -63,30 +62,6 @@ def state_shardings(cfg, slots: int, rows: int, mesh, rules=None) -> DecodeState
 def new_state(cfg, slots: int, rows: int, shardings: DecodeState) -> DecodeState:
     """A zero state made directly on its shards (never whole on one device)."""
     return jax.jit(functools.partial(init_state, cfg, slots, rows), out_shardings=shardings)()
-
-
-def kv_bucket(n: int, rows: int, low: int = 256) -> int:
-    """Cache rows attention reads for positions < n: a power of two >= low, capped at rows.
-    Decode uses low=128 (a decode step reads every row's first kv_len positions, so a
-    short batch gains from the finer bucket); prefill keeps 256 (fewer compiles)."""
-    b = low
-    while b < n:
-        b *= 2
-    return min(b, rows)
-
-
-def prefill_bucket(n: int) -> int:
-    return next(b for b in PREFILL_BUCKETS if b >= n)
-
-
-def prefill_rows(n: int, max_slots: int) -> int:
-    """Rows of a batched prefill (and of a decode step) holding n prompts: a power of two,
-    capped at max_slots. Powers of four compiled fewer shapes, but padded 8 prompts (a
-    GRPO group of 2 x 4 episodes) to 16 rows: twice the prefill's compute."""
-    p = 1
-    while p < n:
-        p *= 2
-    return min(p, max_slots)
 
 
 def prefill(graphdef, params, state: DecodeState, slots, tokens, starts, lengths, latents, latent_pos,

@@ -42,13 +42,14 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from activemem_jax import shapes
 from activemem_jax.engine import core
 from activemem_jax.engine.detokenize import TextStream
 from activemem_jax.engine.prefix_policy import PREFIX_MIN, choose, common_prefix
 from activemem_jax.engine.sampling import SamplingParams
 
 Prompt = Union[str, Sequence[int], Sequence[dict]]
-PREFILL_CHUNK = max(core.PREFILL_BUCKETS)
+PREFILL_CHUNK = max(shapes.PREFILL_BUCKETS)
 PREFILL_TOKENS = 4096  # most padded tokens one batched prefill call computes
 FAULTS_IN_A_ROW = 8  # loop iterations in a row whose fault concerned no request: the thread stops
 log = logging.getLogger(__name__)
@@ -500,7 +501,7 @@ class Engine:
         self.stats["prefix_hits" if reuse >= PREFIX_MIN else "prefix_misses"] += 1
         if source != slot:
             self._state = self._fns["copy_row"](self._state, *self._put((np.int32(source), np.int32(slot))),
-                                                upto=core.kv_bucket(reuse, self.rows))
+                                                upto=shapes.kv_bucket(reuse, self.rows))
             self.stats["prefix_copies"] += 1
             self._touch(source)
         self._slots[slot] = req
@@ -536,7 +537,7 @@ class Engine:
         for (req, slot, _), start in zip(batch, starts):
             ids = req.prompt_ids
             if not req.done.is_set():
-                groups.setdefault(core.prefill_bucket(len(ids) - start), []).append(
+                groups.setdefault(shapes.prefill_bucket(len(ids) - start), []).append(
                     (req, slot, start, ids[start:]))
         for r, items in sorted(groups.items()):
             cap = max(1, min(self.max_slots, PREFILL_TOKENS // r))
@@ -548,8 +549,8 @@ class Engine:
 
     def _run_prefill(self, items):
         """One jitted prefill of chunks [(req, slot, start, tokens)], padded to a row bucket."""
-        r = core.prefill_bucket(max(len(t) for *_, t in items))
-        p = min(core.prefill_rows(len(items), self.max_slots), max(len(items), PREFILL_TOKENS // r))
+        r = shapes.prefill_bucket(max(len(t) for *_, t in items))
+        p = min(shapes.prefill_rows(len(items), self.max_slots), max(len(items), PREFILL_TOKENS // r))
         d = self.model.config.hidden_size
         tokens = np.zeros((p, r), np.int32)
         slots = np.full((p,), self.max_slots, np.int32)  # padding rows write nothing
@@ -565,7 +566,7 @@ class Engine:
         sampling = (temperature, top_k, top_p, seed)
         args = self._put((slots, tokens, starts, lengths, lat, pos, sampling))
         self._state, *out = self._fns["prefill"](self._params, self._state, *args,
-                                                 kv_len=core.kv_bucket(int((starts + r).max()), self.rows),
+                                                 kv_len=shapes.kv_bucket(int((starts + r).max()), self.rows),
                                                  fresh=not starts.any())
         self.stats["prefill_calls"] += 1
         return args[0], args[-1], out
@@ -606,8 +607,8 @@ class Engine:
 
     def _step(self):
         live = [s for s in range(self.max_slots) if self._slots[s] is not None]
-        kv = core.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows, low=128)
-        width = core.prefill_rows(len(live), self.max_slots)  # 1, 2, 4, 8, ... rows stepped
+        kv = shapes.kv_bucket(max(self._lengths[s] for s in live) + 1, self.rows, low=128)
+        width = shapes.prefill_rows(len(live), self.max_slots)  # 1, 2, 4, 8, ... rows stepped
         if self._slots_sharded:  # every device steps its own slots: picking rows would move their KV
             width = self.max_slots
         rows = None

@@ -9,27 +9,10 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
+from activemem_jax.metrics import last_boxed
+
 PROMPT = ("Solve the following problem step by step. Give the final answer at the end as "
           "\\boxed{{answer}}.\n\nProblem: {question}")
-
-
-def last_boxed(text: str) -> Optional[str]:
-    """Content of the last \\boxed{...} (braces balanced), or None."""
-    start = text.rfind("\\boxed")
-    if start < 0:
-        return None
-    i = text.find("{", start)
-    if i < 0:
-        return None
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1:j]
-    return None
 
 
 def extract_final_answer(text: str) -> Optional[str]:

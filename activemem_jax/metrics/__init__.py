@@ -1,4 +1,4 @@
-"""Scorers and trajectory metrics (no JAX).
+"""Scorers and trajectory metrics (no JAX at import; `compile_clock` reads JAX's compile events).
 
 - `exact_match`, `f1`: SQuAD normalization (lowercase, strip punctuation and articles,
   collapse whitespace); max over gold aliases.
@@ -7,6 +7,7 @@
 - `gaia_score`: GAIA's official rules (numbers compared after dropping `$ % ,`; lists
   split on `,`/`;` compared element by element; strings compared without whitespace,
   lowercased, punctuation removed).
+- `last_boxed`: the content of a text's last \\boxed{...} (MATH's answer mark).
 - `peak_tokens`, `dependency_length`, `pass_at_k`: docs/design.md#metrics.
 """
 
@@ -16,7 +17,7 @@ import collections
 import math
 import re
 import string
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -135,3 +136,22 @@ def mean_pass_at_k(results: Sequence[Sequence[bool]], k: int = 1) -> float:
     if not results:
         return 0.0
     return sum(pass_at_k(sum(map(bool, r)), len(r), k) for r in results) / len(results)
+
+
+def last_boxed(text: str) -> Optional[str]:
+    """Content of the last \\boxed{...} (braces balanced), or None."""
+    start = text.rfind("\\boxed")
+    if start < 0:
+        return None
+    i = text.find("{", start)
+    if i < 0:
+        return None
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1:j]
+    return None

@@ -32,6 +32,12 @@ from activemem_jax.models.kv_cache import CacheIndex, KVCache, LayerKV
 from activemem_jax.models.quant import matmul_int8
 
 
+def positions_from_mask(attention_mask):
+    """RoPE positions that skip padding: 0 at each row's first real token."""
+    mask = jnp.asarray(attention_mask, jnp.int32)
+    return jnp.maximum(jnp.cumsum(mask, axis=-1) - 1, 0)
+
+
 PROJECTION = "projection"  # checkpoint name of every Linear's output
 
 

@@ -16,11 +16,8 @@ import numpy as np
 from flax import nnx
 
 from activemem_jax.models.kv_cache import KVCache
-from activemem_jax.models.loading import positions_from_mask
-
-
-def bucket(n: int, multiple: int) -> int:
-    return max(multiple, -(-n // multiple) * multiple)
+from activemem_jax.models.decoder import positions_from_mask
+from activemem_jax.shapes import round_up
 
 
 def _greedy(graphdef, state, tokens, mask, *, cache_len: int, max_new: int, eos: tuple):
@@ -66,8 +63,8 @@ def greedy_generate(model, prompts: Sequence[Sequence[int]], max_new_tokens: int
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     eos = tuple(sorted(model.eos_token_ids if eos_token_ids is None else eos_token_ids))
-    p = bucket(max(len(x) for x in prompts), prompt_bucket)
-    cache_len = bucket(p + max_new_tokens, prompt_bucket)
+    p = round_up(max(len(x) for x in prompts), prompt_bucket)
+    cache_len = round_up(p + max_new_tokens, prompt_bucket)
     if cache_len > model.config.max_position_embeddings:
         raise ValueError(f"prompt ({max(len(x) for x in prompts)} tokens) + max_new_tokens "
                          f"({max_new_tokens}) exceed the model's context of "

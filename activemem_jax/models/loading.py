@@ -13,7 +13,6 @@ import os
 from typing import Optional, Sequence, Union
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
@@ -22,7 +21,7 @@ from activemem_jax import sharding as shd
 from activemem_jax.models.attention import check_attention
 from activemem_jax.models.checkpoint_files import CheckpointError, GGUFReader, SafetensorsReader
 from activemem_jax.models.config import ModelConfig
-from activemem_jax.models.decoder import Decoder
+from activemem_jax.models.decoder import Decoder, positions_from_mask
 from activemem_jax.models.embedded import embedded_gguf_path
 from activemem_jax.models.weights import load_state
 
@@ -33,12 +32,6 @@ def forward(graphdef, state, tokens=None, embeds=None, positions=None, attention
     logits, hidden, _ = model(tokens, embeds=embeds, positions=positions,
                               attention_mask=attention_mask)
     return logits, hidden
-
-
-def positions_from_mask(attention_mask):
-    """RoPE positions that skip padding: 0 at each row's first real token."""
-    mask = jnp.asarray(attention_mask, jnp.int32)
-    return jnp.maximum(jnp.cumsum(mask, axis=-1) - 1, 0)
 
 
 class PretrainedModel:
@@ -64,7 +57,7 @@ class PretrainedModel:
             directory, kwargs = self._tokenizer_source
             try:
                 if "gguf_file" in kwargs:  # transformers' GGUF reader imports torch; this one does not
-                    from activemem_jax.gguf_tokenizer import gguf_tokenizer
+                    from activemem_jax.models.gguf_tokenizer import gguf_tokenizer
 
                     self._tokenizer = gguf_tokenizer(os.path.join(directory, kwargs["gguf_file"]))
                 else:
@@ -259,4 +252,4 @@ def load_from_config(model_cfg, *, mesh: Optional[Mesh] = None, rules=None, **ov
 
 
 __all__ = ["MODEL_FIELDS", "check_platform", "cpu_has_amx_bf16", "fast_dtype", "load_from_config", "load_pretrained",
-           "PretrainedModel", "forward", "positions_from_mask"]
+           "PretrainedModel", "forward"]

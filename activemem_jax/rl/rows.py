@@ -29,19 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from activemem_jax.activemem import collate
-from activemem_jax.activemem.collate import pow2
+from activemem_jax.shapes import pow2, row_length
 
 # batch keys the update does not take (host-side bookkeeping)
 HOST_KEYS = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only", "split")
 ALIGN = 8  # grad_from and the shared preamble are multiples of this (few compiled splits)
-
-
-def bucket(n: int, lo: int = 32) -> int:
-    """Row length: a power of two up to 512, then a multiple of 256 (few compiles, little padding)."""
-    b = lo
-    while b < n and b < 512:
-        b *= 2
-    return b if b >= n else -(-n // 256) * 256
 
 
 def frozen_split(steps, budget: int, hosts) -> tuple[tuple[int, int], list[int], int]:
@@ -64,7 +56,7 @@ def frozen_split(steps, budget: int, hosts) -> tuple[tuple[int, int], list[int],
     column = -(-max(first) // ALIGN) * ALIGN
     tail = max(n - f for n, f in zip(total, first))
     column, tail, neg_earliest = hosts.agree(column, tail, -min(first))
-    if bucket(column + tail) <= bucket(longest):
+    if row_length(column + tail) <= row_length(longest):
         return (shared, column), [column - f for f in first], column + tail
     start = -neg_earliest
     return (shared, max(shared, start - start % ALIGN)), [0] * len(steps), longest
@@ -83,7 +75,7 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
         split, gaps, longest = frozen_split(steps, budget, hosts)
     else:
         (longest,) = hosts.agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget) for s in steps))
-    batch = collate(result.trajectories, k, max_len=bucket(longest), resp_len=pow2(resp),
+    batch = collate(result.trajectories, k, max_len=row_length(longest), resp_len=pow2(resp),
                     path_len=path_len, gaps=gaps, gap_at=split[0])
     r = batch["tokens"].shape[0]
     batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
@@ -149,4 +141,4 @@ def rollout_logprobs(batch: dict, mini_batch_rows: int, hosts) -> list:
             for i, j in _bounds(batch, mini_batch_rows // hosts.count)]
 
 
-__all__ = ["ALIGN", "HOST_KEYS", "bucket", "chunks", "frozen_split", "pad_rows", "rollout_logprobs"]
+__all__ = ["ALIGN", "HOST_KEYS", "chunks", "frozen_split", "pad_rows", "rollout_logprobs"]

@@ -32,6 +32,7 @@ from activemem_jax.activemem import ActiveMem, PolicyConfig, init_lora, merge_lo
 from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
+from activemem_jax.shapes import pow2
 from activemem_jax.rl.metrics_log import MetricsLog
 from activemem_jax.tasks import build_tasks
 from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
@@ -198,7 +199,6 @@ class Trainer:
     def _key_rows(result) -> dict:
         """key_q [K, d] / key_id [K] of the step's observations (K a power of two, id -1
         for padding and for observations the environment names nothing)."""
-        from activemem_jax.activemem.collate import pow2
 
         steps = [s for tr in result.trajectories for s in tr.steps]
         names: dict = {}

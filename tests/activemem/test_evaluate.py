@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from activemem_jax import compile_clock
+from activemem_jax.metrics import compile_clock
 from activemem_jax.activemem import PolicyConfig, Step, Trajectory
 from activemem_jax.activemem import evaluate as ev
 from activemem_jax.envs import MultiObjectiveQAEnv

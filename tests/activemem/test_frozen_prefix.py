@@ -12,6 +12,7 @@ from flax import nnx
 from activemem_jax.activemem import Controller, collate, policy_logprobs
 from activemem_jax.activemem.policy_config import Step, Trajectory
 from activemem_jax.rl import rows
+from activemem_jax.shapes import row_length
 from tests.models.tiny_hf import make_tiny
 
 D = 96
@@ -60,8 +61,8 @@ def test_split_forward_equals_the_full_forward(model, one, k):
     firsts = [_first(s) for s in steps]
     assert split == (8, -(-max(firsts) // 8) * 8)
     assert {f + g for f, g in zip(firsts, gaps)} == {split[1]}  # every first latent (or response) in one column
-    aligned = collate(traj, k, max_len=rows.bucket(longest), gaps=gaps, gap_at=split[0])
-    plain = collate(traj, k, max_len=rows.bucket(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)))
+    aligned = collate(traj, k, max_len=row_length(longest), gaps=gaps, gap_at=split[0])
+    plain = collate(traj, k, max_len=row_length(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)))
     ctrl = Controller(D, num_latents=k, hidden=32, latent_init_std=0.5, rngs=nnx.Rngs(1))
     gd, params = nnx.split(ctrl)
 
@@ -89,5 +90,5 @@ def test_rows_that_would_grow_fall_back_to_the_earliest_latent(one):
     early.prompt_ids[early.latent_pos[0] + 1:] = [7] * 105
     split, gaps, longest = rows.frozen_split(steps, 0, one)
     firsts = [_first(s) for s in steps]
-    assert rows.bucket(longest) == rows.bucket(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)) == 128
+    assert row_length(longest) == row_length(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)) == 128
     assert gaps == [0] * len(steps) and split == (8, min(firsts) - min(firsts) % 8)

@@ -18,7 +18,7 @@ from activemem_jax.activemem.inject import policy_forward, splice
 from activemem_jax.models import ModelConfig, load_from_config, load_pretrained
 from activemem_jax.models.attention import AttentionPlan, padded_lengths, resolve
 from activemem_jax.models.decoder import Decoder
-from activemem_jax.models.loading import positions_from_mask
+from activemem_jax.models.decoder import positions_from_mask
 
 D = 32
 

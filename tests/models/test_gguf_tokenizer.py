@@ -2,7 +2,7 @@
 
 import os
 
-from activemem_jax.gguf_tokenizer import gguf_tokenizer
+from activemem_jax.models.gguf_tokenizer import gguf_tokenizer
 from activemem_jax.models.embedded import embedded_gguf_path
 
 TEXTS = ("Hello, world!", "The code for Kaloren is purple.", "  spaces\tand\nnewlines  ", "naïve café — 東京 🙂",

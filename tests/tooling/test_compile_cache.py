@@ -5,12 +5,12 @@ import os
 import subprocess
 import sys
 
-from activemem_jax import compile_cache
+from activemem_jax.tooling import compile_cache
 
 PROGRAM = """
 import json, os, time
 import jax, jax.numpy as jnp
-from activemem_jax import compile_cache
+from activemem_jax.tooling import compile_cache
 where = compile_cache.enable()
 
 @jax.jit

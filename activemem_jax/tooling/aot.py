@@ -45,7 +45,9 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax import sharding as shd
-from activemem_jax.aot_report import Report, Work, compile_report, layer_configs, whole_model  # noqa: F401
+from activemem_jax import shapes
+from activemem_jax.shapes import pow2
+from activemem_jax.tooling.aot_report import Report, Work, compile_report, layer_configs, whole_model  # noqa: F401
 
 # Architecture descriptions (the config.json fields the decoder reads) of the paper's
 # backbones, for configs whose model.path is not on this machine. Shapes only: no weights.
@@ -184,7 +186,7 @@ def training_rows(cfg, model_cfg, rows: int, length: int, algo: str, with_old: b
 
     p = cfg.policy
     d, depth = model_cfg.hidden_size, p.max_depth
-    answer = 1 << max(int(p.max_tokens) - 1, 0).bit_length()
+    answer = pow2(int(p.max_tokens), 1)  # collate's response width
     if length <= answer:
         raise ValueError(f"row length {length} leaves no room for the {answer}-token response")
     zeros = np.zeros((d,), np.float32)
@@ -337,17 +339,17 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     else:
         dstate = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, place)
     rep = NamedSharding(mesh, PartitionSpec())
-    r = core.prefill_bucket(min(max_len, eng.PREFILL_CHUNK))  # the longest chunk the engine runs
+    r = shapes.prefill_bucket(min(max_len, eng.PREFILL_CHUNK))  # the longest chunk the engine runs
     cap = max(1, min(slots, eng.PREFILL_TOKENS // r))  # Engine._prefill's group of chunks
-    p = min(core.prefill_rows(cap, slots), max(cap, eng.PREFILL_TOKENS // r))  # Engine._run_prefill
+    p = min(shapes.prefill_rows(cap, slots), max(cap, eng.PREFILL_TOKENS // r))  # Engine._run_prefill
     i32, f32 = jnp.int32, jnp.float32
     sds = jax.ShapeDtypeStruct
     inputs = (sds((p,), i32), sds((p, r), i32), sds((p,), i32), sds((p,), i32),
               sds((p, core.MAX_LATENTS, model_cfg.hidden_size), f32), sds((p, core.MAX_LATENTS), i32),
               (sds((p,), f32), sds((p,), i32), sds((p,), f32), sds((p,), i32)))
     inputs = with_sharding(inputs, rep)
-    kv_prefill = core.kv_bucket(max_len, rows)
-    kv_decode = core.kv_bucket(max_len, rows, low=128)
+    kv_prefill = shapes.kv_bucket(max_len, rows)
+    kv_decode = shapes.kv_bucket(max_len, rows, low=128)
     note = f"decode state {how}"
     return [
         Compilable(f"prefill {p}x{r} kv={kv_prefill}", fns["prefill"], (state, dstate, *inputs),

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from activemem_jax import aot
+from activemem_jax.tooling import aot
 
 FUNCTIONS = ("update_grpo", "update_sft", "logprobs", "prefill", "decode")
 

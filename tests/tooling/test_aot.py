@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 
-from activemem_jax import aot, topologies
+from activemem_jax.tooling import aot, topologies
 from activemem_jax.models import ModelConfig
 from activemem_jax.models.kernel_costs import splash_cost, splash_tag
 
@@ -170,7 +170,7 @@ def test_table_marks_modelled_and_whole_model_rows(capsys):
     """launch/aot.py's table: a row with kernels shows MFU as an upper bound and the
     kernels' share of its time; a scaled scanned row is marked L, an unscaled one ¹."""
     from activemem_jax.models.kernel_costs import ModelledKernels
-    from activemem_jax.aot_report import print_table
+    from activemem_jax.tooling.aot_report import print_table
 
     chip = topologies.get_slice(SLICE).chip
     base = dict(devices=4, args=2 ** 30, temp=2 ** 30, out=0, alias=0, flops=100e12, bytes_accessed=1e9,

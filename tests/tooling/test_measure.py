@@ -1,4 +1,4 @@
-"""`activemem_jax/measure.py`: a config's own jitted steps run for real on the local
+"""`activemem_jax/tooling/measure.py`: a config's own jitted steps run for real on the local
 devices (here 2 of the 8 fake CPU devices, fsdp 2) with random weights at the
 config's shapes, timed, with MFU and the decode roofline from the device's peaks."""
 
@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from activemem_jax import measure
+from activemem_jax.tooling import measure
 from tests.models.tiny_hf import make_tiny
 
 

@@ -1,5 +1,5 @@
 """What one ahead-of-time compile says about a jitted step, with the two corrections XLA's
-own counts need (`activemem_jax/aot.py` builds the steps; `print_table` prints these for `launch/aot.py`).
+own counts need (`activemem_jax/tooling/aot.py` builds the steps; `print_table` prints these for `launch/aot.py`).
 
 1. Custom kernels. XLA's cost analysis does not look inside a Pallas call (flops -1, a
    time near zero). Every splash call in the compiled program is found by its named
@@ -25,7 +25,7 @@ import dataclasses
 import time
 from typing import Any
 
-from activemem_jax import topologies
+from activemem_jax.tooling import topologies
 from activemem_jax.models.kernel_costs import ModelledKernels, modelled_kernels
 
 

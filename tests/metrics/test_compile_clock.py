@@ -5,7 +5,7 @@ import threading
 import jax
 import jax.numpy as jnp
 
-from activemem_jax import compile_clock
+from activemem_jax.metrics import compile_clock
 
 
 def test_counts_compiles_on_any_thread_and_not_cached_calls():
