@@ -56,6 +56,7 @@ _WHOLE = flags.DEFINE_bool("whole_model", True, "scanned layers: also compile ea
 
 def main(argv):
     del argv
+    from activemem_jax import build
     from activemem_jax.tooling import aot, topologies
     from activemem_jax.models import UnsupportedModelError
     from activemem_jax.models.attention import resolve
@@ -80,7 +81,7 @@ def main(argv):
         sys.exit(2)
     import jax
 
-    rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
+    rules = build.rules(cfg)
     gen_mesh = aot.engine_mesh(mesh, devices, sl.hosts)
     chip = sl.chip
     want = set(only or FUNCTIONS)

@@ -78,7 +78,7 @@ def main():
 
     import jax
 
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.engine import Engine
     from activemem_jax.envs.recall import make_recall_tasks
@@ -93,7 +93,7 @@ def main():
     rows, curves, steps, times = {}, {}, {}, {}
     with Engine(model, max_slots=16, max_len=256) as engine:
         base = _config({}, args, "")
-        untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=base.seed)
+        untrained = build.policy(base, model, engine)
         rows["untrained controller"] = ev.evaluate_recall(untrained, test)
         for name in args.variants.split(","):
             out = tempfile.mkdtemp(prefix="bench_memory_")

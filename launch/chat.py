@@ -18,12 +18,11 @@ def main(argv):
     from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
-    from activemem_jax import sharding
-    from activemem_jax.models import load_from_config
+    from activemem_jax import build
 
     t0 = time.perf_counter()
-    mesh = sharding.make_mesh(**cfg.mesh)
-    model = load_from_config(cfg.model, mesh=mesh, rules=cfg.sharding.rules)
+    mesh = build.mesh(cfg)
+    model = build.model(cfg, mesh)
     c = model.config
     print(f"loaded {model.path}: {c.model_type}, {c.num_layers} layers, d={c.hidden_size}, "
           f"{c.num_params / 1e6:.1f}M params, {c.dtype}, mesh {dict(mesh.shape)} "

@@ -26,16 +26,14 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_eval_synt
 def run(cfg) -> dict:
     from rich.console import Console
 
-    from activemem_jax.activemem import PolicyConfig
+    from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.engine import Engine
-    from activemem_jax.models import load_from_config
     from activemem_jax.tasks import build_section, require_env
 
     console = Console(stderr=True)
-    base = PolicyConfig.from_dict(cfg.policy.to_dict())
+    base = build.policy_config(cfg)
     b = cfg.benchmark
-    model = load_from_config(cfg.model)
+    model = build.model(cfg)
     if "name" not in b:  # a benchmark section without a name is the synthetic world
         b = b.copy_and_resolve_references()
         with b.unlocked():
@@ -59,7 +57,7 @@ def run(cfg) -> dict:
         console.log(f"{variant} N={n}: EM {em:.3f}, peak tokens {peak:.0f}")
 
     t = cfg.eval  # the same turn budget fields as a training config's eval section
-    with Engine(model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len) as engine:
+    with build.engine(cfg, model) as engine:
         rows = ev.evaluate(model, engine, retriever, base, list(cfg.variants), tasks,
                            lambda n: min(t.max_turns_cap, t.turns_per_objective * n + t.extra_turns), seed=cfg.seed,
                            temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env)

@@ -95,11 +95,9 @@ def _row(r: dict) -> dict:
 def run_table(args) -> dict:
     import jax
 
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.activemem.ablations import ABLATIONS, shares_sft
-    from activemem_jax.engine import Engine
-    from activemem_jax.models import load_from_config
     from activemem_jax.rl.trainer import Trainer
 
     t_start = time.perf_counter()
@@ -108,12 +106,12 @@ def run_table(args) -> dict:
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; choose from {list(ABLATIONS)}")
     base = run_config("full", 0, args, "")
-    model = load_from_config(base.model)
+    model = build.model(base)
     test = eval_tasks(base, args.eval_streams)
     curve_tasks = eval_tasks(base, max(1, args.eval_streams // 4), seed=7)
     runs: dict = {}
-    with Engine(model, max_slots=base.engine.max_slots, max_len=base.engine.max_len) as engine:
-        untrained = ActiveMem(model, engine, PolicyConfig.from_dict(base.policy.to_dict()), seed=0)
+    with build.engine(base, model) as engine:
+        untrained = build.policy(base, model, engine, seed=0)
         reference = ev.evaluate_streams(untrained, test, seed=1)
         runs["untrained"] = [_row(reference)]
         warm: dict = {}  # seed -> (its SFT run's checkpoints, curve, step lines, seconds): shared

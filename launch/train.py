@@ -77,7 +77,7 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
     after accuracies across the controllers trained from different init and data seeds
     (and of the before ones); LEARNED needs after's mean to beat the best of before and
     every no-training rule by more than it. With one seed there is no spread and no claim."""
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.tasks import recall_codes
 
@@ -95,14 +95,14 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
         tasks = make_recall_tasks("test", cfg.eval.n_tasks, cfg.data.n_facts, seed=cfg.data.seed + 1,
                                   n_questions=cfg.data.n_questions, codes=codes)
         evaluate, table = ev.evaluate_recall, ev.format_recall_table
-    base = PolicyConfig.from_dict(cfg.policy.to_dict())
+    base = build.policy_config(cfg)
     rows = {}
     for trainer in trainers:
         seed = trainer.cfg.seed
-        before = ActiveMem(trainer.gen_model, trainer.engine, base, seed=seed)
+        before = build.policy(cfg, trainer.gen_model, trainer.engine, seed=seed, config=base)
         rows[f"before (seed {seed})"] = evaluate(before, tasks, seed=cfg.seed, codes=codes)
     for trainer in trainers:
-        after = ActiveMem(trainer.gen_model, trainer.engine, base, seed=trainer.cfg.seed)
+        after = build.policy(cfg, trainer.gen_model, trainer.engine, seed=trainer.cfg.seed, config=base)
         _load_trained(after, trainer)
         rows[f"after (seed {trainer.cfg.seed})"] = evaluate(after, tasks, seed=cfg.seed, codes=codes)
     return ev.recall_verdict(rows, NO_TRAINING, table=table)

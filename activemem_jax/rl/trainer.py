@@ -28,13 +28,13 @@ from typing import Optional
 import jax
 import numpy as np
 
-from activemem_jax.activemem import ActiveMem, PolicyConfig, init_lora, merge_lora, repeat_tasks
+from activemem_jax import build
+from activemem_jax.activemem import init_lora, merge_lora, repeat_tasks
 from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import pow2
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.tasks import build_tasks
 from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,7 @@ class Trainer:
     def __init__(self, cfg, *, model=None, engine=None):
         from activemem_jax.data.loaders import grain_dataset
         from activemem_jax.data.streams import StreamOrder, is_streamed
-        from activemem_jax.engine import Engine
-        from activemem_jax.models import load_from_config
-        from activemem_jax.sharding import host_mesh, make_mesh
+        from activemem_jax.sharding import host_mesh
 
         self.cfg = cfg
         t = cfg.train
@@ -72,26 +70,20 @@ class Trainer:
         if cfg.lora.rank and cfg.model.get("scan_layers", False):
             raise ValueError("lora.rank > 0 with model.scan_layers=True: LoRA adapts per-layer 2-D kernels; "
                              "set model.scan_layers=False (or lora.rank=0)")
-        rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
-        if model is None:
-            m = cfg.mesh
-            model = load_from_config(cfg.model, mesh=make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor),
-                                     rules=rules)
+        model = model if model is not None else build.model(cfg)
         self.model = model  # the training backbone, sharded over the global mesh
         self.mesh = model.mesh
         self.hosts = Hosts(self.mesh)
         self.gen_model = model
         if self.hosts.count > 1:  # each host rolls out on its own devices, with its own engine
-            self.gen_model = load_from_config(cfg.model, mesh=host_mesh(),
-                                              rules=rules, remat=False, remat_policy="")
+            self.gen_model = build.model(cfg, host_mesh(), remat=False, remat_policy="")
             if t.mini_batch_rows % self.hosts.count:
                 raise ValueError(f"train.mini_batch_rows={t.mini_batch_rows} must be a multiple of the "
                                  f"{self.hosts.count} processes")
         self._own_engine = engine is None
-        self.engine = engine or Engine(self.gen_model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
-        self.policy = ActiveMem(self.gen_model, self.engine, PolicyConfig.from_dict(cfg.policy.to_dict()),
-                                seed=cfg.seed)
-        task_set = build_tasks(cfg, model)
+        self.engine = engine or build.engine(cfg, self.gen_model)
+        self.policy = build.policy(cfg, self.gen_model, self.engine)
+        task_set = build.tasks(cfg, model)
         self.tasks, self.make_env, self.search = task_set.tasks, task_set.make_env, task_set.search
         self.streamed = is_streamed(self.tasks)  # episodes of streams (envs/dossier.py): in order
         if self.streamed:

@@ -44,6 +44,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from activemem_jax import build
 from activemem_jax import sharding as shd
 from activemem_jax import shapes
 from activemem_jax.shapes import pow2
@@ -212,10 +213,9 @@ def training_rows(cfg, model_cfg, rows: int, length: int, algo: str, with_old: b
 
 def abstract_controller(cfg, model_cfg):
     """The controller's (graphdef, abstract state) as ActiveMem builds it from cfg.policy."""
-    from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem.controller import Controller
 
-    policy = PolicyConfig.from_dict(cfg.policy.to_dict())
+    policy = build.policy_config(cfg)
     return nnx.split(nnx.eval_shape(lambda: Controller.from_policy(model_cfg.hidden_size, policy,
                                                                    rngs=nnx.Rngs(0))))
 
@@ -295,11 +295,10 @@ def named_train_functions(cfg, model_cfg, mesh, rules, length: int, names) -> li
 
 def controller_function(cfg, model_cfg, mesh) -> Compilable:
     """`controller_step` under the jit `ActiveMem` builds, for a rollout's episodes."""
-    from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem.step import controller_step
     from activemem_jax.memory import tree as hlmt
 
-    pc = PolicyConfig.from_dict(cfg.policy.to_dict())
+    pc = build.policy_config(cfg)
     t = cfg.train
     e = int(t.prompts_per_step * t.group_size)
     d = model_cfg.hidden_size
@@ -327,7 +326,7 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     """The engine's jitted prefill (a batched chunk of the longest prompts, reading the
     whole context) and decode step (every slot, reading the whole context)."""
     from activemem_jax.engine import core
-    from activemem_jax.engine import engine as eng
+    from activemem_jax.engine import prefill as eng
 
     slots, max_len = int(cfg.engine.max_slots), int(cfg.engine.max_len)
     rows = max_len + eng.PREFILL_CHUNK

@@ -137,14 +137,13 @@ def decode_read_bytes(model_cfg, slots: int, kv_len: int, devices: int) -> float
 def config_functions(cfg, names: Sequence[str], length: int, mesh=None):
     """(the backbone's ModelConfig, the config's jitted steps that `aot.py` compiles) over
     the local devices."""
-    from activemem_jax import sharding as shd
+    from activemem_jax import build
 
     unknown = sorted(set(names) - set(FUNCTIONS))
     if unknown:
         raise ValueError(f"functions {unknown}: choose from {', '.join(FUNCTIONS)}")
-    m = cfg.mesh
-    mesh = mesh or shd.make_mesh(m.data, m.fsdp, m.tensor)
-    rules = dict(cfg.sharding.rules) if "sharding" in cfg else None
+    mesh = mesh or build.mesh(cfg)
+    rules = build.rules(cfg)
     model_cfg = aot.model_config(cfg.model.path, aot.runtime_options(cfg.model, platform=None))
     out = aot.named_train_functions(cfg, model_cfg, mesh, rules, length, set(names))
     if {"prefill", "decode"} & set(names):

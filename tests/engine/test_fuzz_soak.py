@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from activemem_jax.serve import make_app
+from activemem_jax.server import make_app
 from tests.serving import running
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import jax
 import pytest
 
 from activemem_jax.engine import Engine, EngineUnavailable, SamplingParams
-from activemem_jax.serve import make_app
+from activemem_jax.server import make_app
 from tests.serving import running
 
 pytestmark = pytest.mark.slow
@@ -319,7 +319,7 @@ def test_a_cancelled_request_is_a_503_or_an_error_event_never_a_stop(url, engine
 
 
 def test_every_served_name_is_accepted_and_listed(engine):
-    from activemem_jax.serve import served_names
+    from activemem_jax.server import served_names
 
     names = served_names("embedded", "my-agent-model")
     assert names == ["my-agent-model", "embedded", "smollm2-135m-instruct"]

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from activemem_jax.engine import Engine, SamplingParams
-from activemem_jax.serve import make_app
+from activemem_jax.server import make_app
 from tests.serving import running
 
 pytestmark = pytest.mark.slow

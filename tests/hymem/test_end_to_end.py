@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from activemem_jax.engine import Engine
-from activemem_jax.serve import make_app
+from activemem_jax.server import make_app
 from hymem.llm import OpenAIClient
 from tests.serving import running
 

@@ -1,0 +1,100 @@
+"""One place that turns a run config into its parts.
+
+Every launcher, benchmark and tool that needs a mesh, a backbone, an engine, a policy or
+a task set from a config (`configs/*.py`: the sections mesh, sharding, model, engine,
+policy, data) asks here, so a field means the same thing everywhere and a new switch is
+read in one place. The training parts that sit above these (the optimizer and the jitted
+update's loss config) come from `rl.update.optimizer_from` and `rl.update.loss_config`,
+which the trainer and the AOT compiler share; this module never imports `rl`, so the
+trainer can build on it.
+
+    parts = build.run(cfg)                         # mesh, model, engine, policy, tasks
+    policy = build.policy(cfg, parts.model, parts.engine, seed=1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+
+def rules(cfg) -> Optional[dict]:
+    """The logical-axis rules of the config's sharding section (None: the defaults)."""
+    return dict(cfg.sharding.rules) if "sharding" in cfg else None
+
+
+def mesh(cfg):
+    """The (data, fsdp, tensor) mesh of the config's mesh section (-1: the rest of the
+    devices); None without one (the loader then puts every device on the data axis)."""
+    from activemem_jax.sharding import make_mesh
+
+    if "mesh" not in cfg:
+        return None
+    m = cfg.mesh
+    return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
+
+
+def model(cfg, mesh_=None, **overrides):
+    """The frozen backbone of the config's model section, sharded over `mesh_` (default:
+    the config's mesh) by the config's rules; `overrides` replace model fields (e.g. remat)."""
+    from activemem_jax.models import load_from_config
+
+    return load_from_config(cfg.model, mesh=mesh_ if mesh_ is not None else mesh(cfg), rules=rules(cfg),
+                            **overrides)
+
+
+def engine(cfg, backbone):
+    """A generation engine on `backbone` sized by the config's engine section."""
+    from activemem_jax.engine import Engine
+
+    e = cfg.engine
+    return Engine(backbone, max_slots=e.max_slots, max_len=e.max_len, max_queue=e.get("max_queue", 256))
+
+
+def policy_config(cfg):
+    """The config's policy section as the typed `PolicyConfig` (checked field by field)."""
+    from activemem_jax.activemem import PolicyConfig
+
+    return PolicyConfig.from_dict(cfg.policy.to_dict())
+
+
+def policy(cfg, backbone, engine_, seed: Optional[int] = None, config=None):
+    """An ActiveMem policy (controller initialised from `seed`, default the config's)."""
+    from activemem_jax.activemem import ActiveMem
+
+    return ActiveMem(backbone, engine_, config if config is not None else policy_config(cfg),
+                     seed=cfg.seed if seed is None else seed)
+
+
+def tasks(cfg, backbone=None):
+    """The config's training task set (`activemem_jax.tasks`: tasks, environment factory,
+    search backend, scorer, grouping)."""
+    from activemem_jax.tasks import build_tasks
+
+    return build_tasks(cfg, backbone)
+
+
+@dataclasses.dataclass
+class Run:
+    """A run's parts, built once from its config."""
+    cfg: Any
+    mesh: Any
+    model: Any
+    engine: Any
+    policy: Any
+    tasks: Any
+
+    def close(self):
+        self.engine.close()
+
+
+def run(cfg, *, backbone=None, engine_=None, with_tasks: bool = True) -> Run:
+    """Mesh, backbone, engine, policy and (unless with_tasks=False) task set of a config;
+    a given backbone or engine is used instead of building one."""
+    backbone = backbone if backbone is not None else model(cfg)
+    engine_ = engine_ if engine_ is not None else engine(cfg, backbone)
+    return Run(cfg, backbone.mesh, backbone, engine_, policy(cfg, backbone, engine_),
+               tasks(cfg, backbone) if with_tasks else None)
+
+
+__all__ = ["Run", "engine", "mesh", "model", "policy", "policy_config", "rules", "run", "tasks"]
