@@ -9,14 +9,14 @@ update's loss config) come from `rl.update.optimizer_from` and `rl.update.loss_c
 which the trainer and the AOT compiler share; this module never imports `rl`, so the
 trainer can build on it.
 
-    parts = build.run(cfg)                         # mesh, model, engine, policy, tasks
-    policy = build.policy(cfg, parts.model, parts.engine, seed=1)
+    backbone = build.model(cfg)                    # over the config's mesh, by its rules
+    with build.engine(cfg, backbone) as engine:
+        policy, task_set = build.policy(cfg, backbone, engine, seed=1), build.tasks(cfg, backbone)
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
 
 def rules(cfg) -> Optional[dict]:
@@ -75,27 +75,4 @@ def tasks(cfg, backbone=None):
     return build_tasks(cfg, backbone)
 
 
-@dataclasses.dataclass
-class Run:
-    """A run's parts, built once from its config."""
-    cfg: Any
-    mesh: Any
-    model: Any
-    engine: Any
-    policy: Any
-    tasks: Any
-
-    def close(self):
-        self.engine.close()
-
-
-def run(cfg, *, backbone=None, engine_=None, with_tasks: bool = True) -> Run:
-    """Mesh, backbone, engine, policy and (unless with_tasks=False) task set of a config;
-    a given backbone or engine is used instead of building one."""
-    backbone = backbone if backbone is not None else model(cfg)
-    engine_ = engine_ if engine_ is not None else engine(cfg, backbone)
-    return Run(cfg, backbone.mesh, backbone, engine_, policy(cfg, backbone, engine_),
-               tasks(cfg, backbone) if with_tasks else None)
-
-
-__all__ = ["Run", "engine", "mesh", "model", "policy", "policy_config", "rules", "run", "tasks"]
+__all__ = ["engine", "mesh", "model", "policy", "policy_config", "rules", "tasks"]

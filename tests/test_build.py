@@ -13,16 +13,16 @@ def test_a_run_is_built_as_its_config_says(embedded_model, engine):
     with cfg.unlocked():
         cfg.policy.capacity = 48
         cfg.seed = 3
-    run = build.run(cfg, backbone=embedded_model, engine_=engine)
-    assert run.model is embedded_model and run.engine is engine and run.mesh is embedded_model.mesh
-    assert run.policy.config.capacity == 48 and run.policy.config == build.policy_config(cfg)
-    assert len(run.tasks.tasks) == cfg.data.n_tasks
+    policy = build.policy(cfg, embedded_model, engine)
+    assert policy.model is embedded_model and policy.engine is engine
+    assert policy.config.capacity == 48 and policy.config == build.policy_config(cfg)
+    assert len(build.tasks(cfg, embedded_model).tasks) == cfg.data.n_tasks
     # the controller is initialised from the config's seed: another seed, other weights
     other = build.policy(cfg, embedded_model, engine, seed=4)
     same = build.policy(cfg, embedded_model, engine)
     leaves = lambda p: jax.tree.leaves(p.params)  # noqa: E731
-    assert all((a == b).all() for a, b in zip(leaves(run.policy), leaves(same)))
-    assert any((a != b).any() for a, b in zip(leaves(run.policy), leaves(other)))
+    assert all((a == b).all() for a, b in zip(leaves(policy), leaves(same)))
+    assert any((a != b).any() for a, b in zip(leaves(policy), leaves(other)))
 
 
 def test_mesh_rules_and_engine_follow_their_sections(embedded_model):

@@ -191,7 +191,6 @@ class Trainer:
     def _key_rows(result) -> dict:
         """key_q [K, d] / key_id [K] of the step's observations (K a power of two, id -1
         for padding and for observations the environment names nothing)."""
-
         steps = [s for tr in result.trajectories for s in tr.steps]
         names: dict = {}
         ids = [names.setdefault(s.obs_key, len(names)) if s.obs_key else -1 for s in steps]

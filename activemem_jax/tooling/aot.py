@@ -326,10 +326,10 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     """The engine's jitted prefill (a batched chunk of the longest prompts, reading the
     whole context) and decode step (every slot, reading the whole context)."""
     from activemem_jax.engine import core
-    from activemem_jax.engine import prefill as eng
+    from activemem_jax.engine import prefill
 
     slots, max_len = int(cfg.engine.max_slots), int(cfg.engine.max_len)
-    rows = max_len + eng.PREFILL_CHUNK
+    rows = max_len + prefill.PREFILL_CHUNK
     graphdef, state = abstract_backbone(model_cfg, mesh, rules)
     fns, place, how = engine_steps(graphdef, model_cfg, mesh, rules, slots, rows)
     abstract = jax.eval_shape(lambda: core.init_state(model_cfg, slots, rows))
@@ -338,9 +338,9 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     else:
         dstate = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, place)
     rep = NamedSharding(mesh, PartitionSpec())
-    r = shapes.prefill_bucket(min(max_len, eng.PREFILL_CHUNK))  # the longest chunk the engine runs
-    cap = max(1, min(slots, eng.PREFILL_TOKENS // r))  # Engine._prefill's group of chunks
-    p = min(shapes.prefill_rows(cap, slots), max(cap, eng.PREFILL_TOKENS // r))  # Engine._run_prefill
+    r = shapes.prefill_bucket(min(max_len, prefill.PREFILL_CHUNK))  # the longest chunk the engine runs
+    cap = max(1, min(slots, prefill.PREFILL_TOKENS // r))  # Engine._prefill's group of chunks
+    p = min(shapes.prefill_rows(cap, slots), max(cap, prefill.PREFILL_TOKENS // r))  # Engine._run_prefill
     i32, f32 = jnp.int32, jnp.float32
     sds = jax.ShapeDtypeStruct
     inputs = (sds((p,), i32), sds((p, r), i32), sds((p,), i32), sds((p,), i32),
