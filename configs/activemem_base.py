@@ -68,8 +68,10 @@ def base_config() -> ml_collections.ConfigDict:
         tree_coef=1.0, lambda_h=0.5, adv_eps=1e-6, normalize_std=True, logprob_chunk=128))
     c.optim = ml_collections.ConfigDict(dict(
         lr_controller=1e-5, lr_lora=1e-6, warmup_steps=50, weight_decay=0.0, max_grad_norm=1.0,
-        lr_grpo=0.0))              # > 0: GRPO's controller rate after an SFT warm start (LoRA's scales
+        lr_grpo=0.0,               # > 0: GRPO's controller rate after an SFT warm start (LoRA's scales
                                    # alike); 0: lr_controller throughout
+        decay_steps=0, final_lr_ratio=0.1))  # > 0: cosine from the rate down to rate x final_lr_ratio
+                                   # by optimizer update decay_steps (0: constant after warm-up)
     # step: restore this step (0: the newest readable one); overwrite: with resume=False, set an
     # existing run in out_dir aside (renamed, kept) instead of refusing to start
     c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=3, async_save=True, resume=True, step=0,

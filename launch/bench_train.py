@@ -64,9 +64,9 @@ def ours(args) -> dict:
         trainer = Trainer(cfg, model=model, engine=engine)
         jitted, shapes = trainer.update._step, []
 
-        def spy(*a):  # records the update's argument shapes (for its FLOP count)
-            shapes.append(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), a))
-            return jitted(*a)
+        def spy(*a, **kw):  # records the update's argument shapes (for its FLOP count)
+            shapes.append((jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), a), kw))
+            return jitted(*a, **kw)
 
         trainer.update._step = spy
         try:
@@ -77,7 +77,7 @@ def ours(args) -> dict:
     prompt_len = len(trainer.policy.layout.render(PROMPTS[0]).ids)
     tokens = [rows * prompt_len + m["generated_tokens"] for m in ms]
     step = [m["time_step"] for m in ms]
-    cost = jitted.lower(*shapes[-1]).compile().cost_analysis()
+    cost = jitted.lower(*shapes[-1][0], **shapes[-1][1]).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     update_s = float(np.mean([m["time_update"] / max(m["updates"], 1) for m in ms]))
     return {"step_s": float(np.mean(step)), "tokens_per_s": float(np.sum(tokens) / np.sum(step)),

@@ -35,7 +35,7 @@ from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import pow2
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
+from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from, step_lr_factor
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class Trainer:
         # GRPO's own rate scales the optimizer's updates (Adam: the same as its lr), so SFT and
         # GRPO share one optimizer state
         self.grpo_scale = lr_grpo / o.lr_controller if lr_grpo else 1.0
+        step_lr_factor(cfg, 1)  # a bad decay pair stops here
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
         self.sft_steps = int(t.get("sft_steps", 0)) if t.algo == "grpo" else 0  # SFT warm start, then GRPO
@@ -204,6 +205,14 @@ class Trainer:
     def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
         """(chunk, tree_only) per mini-batch."""
         return rows.chunks(batch, self.cfg.train.mini_batch_rows, self.hosts)
+
+    def lr_scale(self, algo: str, step: int) -> float:
+        """What multiplies the optimizer's updates at training step `step`: GRPO with its own
+        rate (optim.lr_grpo) runs at that rate; otherwise the decay schedule
+        (`step_lr_factor`, 1 without optim.decay_steps)."""
+        if algo == "grpo" and self.grpo_scale != 1.0:
+            return self.grpo_scale
+        return step_lr_factor(self.cfg, step)
 
     def _update_fn(self, algo: str, tree_only: bool) -> TrainStep:
         """The jitted update for (algo, tree_only), built on first use."""
@@ -326,12 +335,13 @@ class Trainer:
         sums: dict = {}
         counts: dict = {}
         n_updates = 0
+        scale = self.lr_scale(algo, self.step + 1)
         for epoch in range(t.ppo_epochs):
             order = np.random.default_rng([self.cfg.seed, self.step, epoch]).permutation(len(chunks))
             for j in order:
                 chunk, tree_only = chunks[j]
                 update = self._update_fn(algo, tree_only)
-                self.params, self.opt_state, m = update(self.params, self.opt_state, state, chunk)
+                self.params, self.opt_state, m = update(self.params, self.opt_state, state, chunk, scale)
                 for key, v in m.items():  # token-side metrics average over the updates that have tokens
                     if tree_only and key not in TREE_METRICS:
                         continue
@@ -348,7 +358,7 @@ class Trainer:
             step=self.step, reward_mean=float(all_rewards.mean()), reward_std=float(all_rewards.std()),
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
-            skipped=sums.get("skipped", 0.0), updates=n_updates, rows=int(len(episode)), algo=algo, adv_node=node_term,
+            skipped=sums.get("skipped", 0.0), updates=n_updates, lr_scale=scale, rows=int(len(episode)), algo=algo, adv_node=node_term,
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,

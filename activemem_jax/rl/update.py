@@ -15,6 +15,7 @@ compact response view (resp_pos / resp_mask [R, A]); "old_logp" and "ref_logp" a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 import chex
@@ -65,6 +66,23 @@ def optimizer_from(cfg) -> optax.GradientTransformation:
     """The run's optimizer from its optim section (make_optimizer)."""
     o = cfg.optim
     return make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
+
+
+def step_lr_factor(cfg, step: int) -> float:
+    """The rate's multiplier at training step `step` (from 1) under the optim section's decay:
+    1 with `decay_steps` 0; else a cosine from 1 (step 1) down to `final_lr_ratio` (step
+    decay_steps), held there after. It multiplies the optimizer's updates (`TrainStep`'s
+    scale), on top of the warm-up the optimizer counts in updates. A bad pair stops here,
+    naming the fields."""
+    o = cfg.optim
+    decay, final = int(o.get("decay_steps", 0)), float(o.get("final_lr_ratio", 0.1))
+    if decay < 0 or not 0.0 <= final <= 1.0:
+        raise ValueError(f"optim.decay_steps={decay}, optim.final_lr_ratio={final}: need decay_steps >= 0 "
+                         "(0: no decay) and 0 <= final_lr_ratio <= 1")
+    if decay <= 1:
+        return 1.0
+    frac = min(max(step - 1, 0) / (decay - 1), 1.0)
+    return final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * frac))
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
@@ -203,7 +221,8 @@ class TrainStep:
     the columns before grad_from run forward only (compiled once per split).
     update_scale multiplies the optimizer's updates: GRPO's own learning rate
     (optim.lr_grpo / optim.lr_controller) on the optimizer state SFT warmed, so the
-    state keeps one shape across phases and checkpoints."""
+    state keeps one shape across phases and checkpoints. A call may give its own `scale`
+    (a traced scalar: a per-step schedule compiles once)."""
 
     def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation,
                  update_scale: float = 1.0):
@@ -256,7 +275,7 @@ class TrainStep:
         (grads, metrics), _ = jax.lax.scan(one, init, micro_batches)
         return metrics["loss"], metrics, grads
 
-    def _fn(self, params, opt_state, backbone_state, batch, split=None):
+    def _fn(self, params, opt_state, backbone_state, batch, scale, split=None):
         loss, metrics, grads = self._grads(params, backbone_state, batch, split)
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
@@ -264,18 +283,18 @@ class TrainStep:
         def apply(args):
             p, s = args
             updates, s = self.optimizer.update(grads, s, p)
-            if self.update_scale != 1.0:
-                updates = jax.tree.map(lambda u: u * self.update_scale, updates)
+            updates = jax.tree.map(lambda u: u * scale.astype(u.dtype), updates)
             return optax.apply_updates(p, updates), s
 
         params, opt_state = jax.lax.cond(finite, apply, lambda a: a, (params, opt_state))
         metrics.update(grad_norm=grad_norm, skipped=(~finite).astype(jnp.float32), **head_grad_norms(grads))
         return params, opt_state, metrics
 
-    def __call__(self, params, opt_state, backbone_state, batch):
+    def __call__(self, params, opt_state, backbone_state, batch, scale: float | None = None):
         batch = dict(batch)
         split = batch.pop("split", None)
-        return self._step(params, opt_state, backbone_state, batch, split=tuple(split) if split else None)
+        scale = jnp.float32(self.update_scale if scale is None else scale)
+        return self._step(params, opt_state, backbone_state, batch, scale, split=tuple(split) if split else None)
 
     def _logp_fn(self, params, backbone_state, batch, split=None):
         logp, _, _ = _forward(self.model_gd, self.ctrl_gd, params, backbone_state, batch, self.cfg,

@@ -271,7 +271,7 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
         remat = getattr(model_cfg, "remat_mode", "full" if model_cfg.remat else "none")
         note = (f"per micro-batch of {micro} rows" if micro < rows else "whole mini-batch") + f", remat {remat}"
         scanned = bool(getattr(model_cfg, "scan_layers", False))
-        out.append(Compilable(f"update {algo} {rows}x{length}", step._step, (params, opt_state, state, batch), {},
+        out.append(Compilable(f"update {algo} {rows}x{length}", step._step, (params, opt_state, state, batch, jnp.float32(1.0)), {},
                               Work(micro * length, 2 * fwd * micro / rows, scanned), mesh, note))
         if algo == "grpo":
             out.append(Compilable(f"logprobs {rows}x{length}", step._logp, (params, state, batch), {},

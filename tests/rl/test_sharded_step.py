@@ -113,23 +113,51 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
             p, _, m = step(params, trainer.optimizer.init(params), tiny_model.state, chunk)
             assert m["grad_norm"] > 0
             moved[scale] = jax.tree.map(lambda a, b: np.asarray(a) - b, p, params0)
+        params = jax.tree.map(jax.numpy.asarray, params0)  # the same scale given at call time
+        p, _, _ = step(params, trainer.optimizer.init(params), tiny_model.state, chunk, scale=1.0)
+        moved["call 1.0 on a 0.25 step"] = jax.tree.map(lambda a, b: np.asarray(a) - b, p, params0)
         flat = lambda t: np.concatenate([x.ravel() for x in jax.tree.leaves(t)])  # noqa: E731
         assert np.abs(flat(moved[1.0])).max() > 0
         np.testing.assert_allclose(flat(moved[0.25]), 0.25 * flat(moved[1.0]), rtol=1e-4, atol=1e-9)
+        np.testing.assert_allclose(flat(moved["call 1.0 on a 0.25 step"]), flat(moved[1.0]), rtol=1e-5, atol=1e-9)
     finally:
         trainer.close()
     cfg = train_config.get_config()
     cfg.out_dir = str(tmp_path / "scaled")
     cfg.log.tensorboard = False
-    cfg.optim.update(lr_controller=1e-2, lr_grpo=2.5e-3)
+    cfg.optim.update(lr_controller=1e-2, lr_grpo=2.5e-3, decay_steps=5, final_lr_ratio=0.2)
     cfg.train.update(sft_steps=1)
     trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
     try:
         assert trainer._update_fn("grpo", False).update_scale == 0.25
         assert trainer._update_fn("sft", False).update_scale == 1.0
+        # GRPO at its own rate keeps it; SFT follows the decay (1 at step 1, the floor from step 5)
+        assert [trainer.lr_scale("grpo", s) for s in (1, 9)] == [0.25, 0.25]
+        np.testing.assert_allclose([trainer.lr_scale("sft", s) for s in (1, 3, 5, 9)], [1.0, 0.6, 0.2, 0.2])
     finally:
         trainer.close()
     cfg.optim.update(lr_grpo=-1.0)
     cfg.out_dir = str(tmp_path / "bad")
     with pytest.raises(ValueError, match="optim.lr_grpo"):
         Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    cfg.optim.update(lr_grpo=0.0, final_lr_ratio=1.5)
+    with pytest.raises(ValueError, match="optim.final_lr_ratio"):
+        Trainer(cfg, model=tiny_model, engine=tiny_engine)
+
+
+def test_step_lr_factor_is_a_cosine_to_the_floor():
+    """optim.decay_steps: by hand, 0.5 (1 + cos(pi f)) from 1 at step 1 to final_lr_ratio
+    at step decay_steps, held after; no decay without decay_steps."""
+    import math
+    import ml_collections
+    from activemem_jax.rl.update import step_lr_factor
+
+    cfg = ml_collections.ConfigDict({"optim": {"decay_steps": 11, "final_lr_ratio": 0.1}})
+    f = [step_lr_factor(cfg, s) for s in (1, 6, 11, 50)]
+    assert f[0] == 1.0 and f[2] == pytest.approx(0.1) and f[3] == pytest.approx(0.1)
+    assert f[1] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # 0.55
+    cfg.optim.decay_steps = 0
+    assert step_lr_factor(cfg, 1000) == 1.0
+    cfg.optim.decay_steps = -1
+    with pytest.raises(ValueError, match="optim.decay_steps=-1"):
+        step_lr_factor(cfg, 1)
