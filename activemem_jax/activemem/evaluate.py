@@ -195,7 +195,9 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     pruned, merged), the final tree's size and depth histogram, `actions`: for each
     observation kind, the share of noop / insert / update the tree head chose, and
     `questions`: accuracy and the share that found a path ({"n", "accuracy", "path"}) for
-    all questions and by what the stream showed before them (`question_kinds`)."""
+    all questions and by what the stream showed before them (`question_kinds`), and
+    `leaves`: {"n", "share", "accuracy"} by where each question's path ended
+    (`leaf_origin`), which says whether answers are lost in search or in reading."""
     from activemem_jax.activemem.controller import TREE_ACTIONS
     from activemem_jax.data.streams import StreamOrder
     from activemem_jax.envs.dossier import CODES, DossierEnv
@@ -206,6 +208,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     state = policy.memory_state
     trajs, counts, mix, used = [], {}, {}, set()
     seen, asked = {}, {}  # (stream, name, attr) -> [(episode, kind)]; category -> [(em, path found)]
+    leaves: dict = {}     # leaf_origin -> [em]
     try:
         for e in range(order.episodes):
             part = next(order)
@@ -219,7 +222,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                 for turn, step in zip(tr.task["turns"], tr.steps):
                     row = mix.setdefault(turn["kind"], [0, 0, 0])
                     row[step.tree_action] += 1
-                _sort_questions(tr, tr.task.get("episode", e), seen, asked)
+                _sort_questions(tr, tr.task.get("episode", e), seen, asked, leaves)
         if used:  # tree_scope='stream': the held-out streams' own trees
             idx = sorted(used)
             depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
@@ -236,7 +239,9 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
             **counts, "tree_size": int(sum(histogram.values())), "depth_histogram": histogram,
             "actions": actions, "questions": {k: {"n": len(v), "accuracy": float(np.mean([em for em, _ in v])),
                                                   "path": float(np.mean([p for _, p in v]))}
-                                              for k, v in sorted(asked.items())}}
+                                              for k, v in sorted(asked.items())},
+            "leaves": {k: {"n": len(leaves[k]), "share": len(leaves[k]) / max(sum(map(len, leaves.values())), 1),
+                           "accuracy": float(np.mean(leaves[k]))} for k in LEAF_ORIGINS if k in leaves}}
 
 
 def question_kinds(history, episode: int) -> list:
@@ -250,9 +255,37 @@ def question_kinds(history, episode: int) -> list:
     return out
 
 
-def _sort_questions(trajectory, episode: int, seen: dict, asked: dict) -> None:
+LEAF_ORIGINS = ("the newest write of the asked fact", "a leaf from an earlier episode", "no path",
+                "the same entity's other attribute", "another entity, or an older write")
+
+
+def leaf_origin(turns: Sequence[dict], t: int, step) -> str:
+    """Where the path of question turn `t` ended (`LEAF_ORIGINS`), from the leaf's writer
+    turn (`Step.writer_turn`: the turn of this episode that last wrote it, -1 a node
+    from an earlier episode's tree): the newest write (fact, correction or reminder) of
+    the asked (entity, attribute) before t; a node from an earlier episode; no path; the
+    entity's other attribute; anything else."""
+    path = np.asarray(step.path) if step.path is not None else np.zeros((0,), int)
+    n = int(np.sum(path >= 0))
+    if n == 0:
+        return LEAF_ORIGINS[2]
+    writer = int(np.asarray(step.writer_turn)[n - 1])
+    if writer < 0:
+        return LEAF_ORIGINS[1]
+    asked = (turns[t]["name"], turns[t]["attr"])
+    newest = max((j for j in range(t) if turns[j]["kind"] in ("fact", "correction", "reminder")
+                  and (turns[j].get("name"), turns[j].get("attr")) == asked), default=None)
+    if writer == newest:
+        return LEAF_ORIGINS[0]
+    if turns[writer].get("name") == asked[0] and turns[writer].get("attr") != asked[1]:
+        return LEAF_ORIGINS[3]
+    return LEAF_ORIGINS[4]
+
+
+def _sort_questions(trajectory, episode: int, seen: dict, asked: dict, leaves: dict) -> None:
     ems = list(trajectory.info.get("per_question_em", ()))
-    for turn, step in zip(trajectory.task["turns"], trajectory.steps):
+    turns = trajectory.task["turns"]
+    for t, (turn, step) in enumerate(zip(turns, trajectory.steps)):
         key = (trajectory.task["stream"], turn["name"], turn["attr"])
         if turn["kind"] != "question":
             seen.setdefault(key, []).append((episode, turn["kind"]))
@@ -260,6 +293,7 @@ def _sort_questions(trajectory, episode: int, seen: dict, asked: dict) -> None:
         em = float(ems.pop(0)) if ems else 0.0
         for k in question_kinds(seen.get(key, []), episode):
             asked.setdefault(k, []).append((em, step.path_len > 0))
+        leaves.setdefault(leaf_origin(turns, t, step), []).append(em)
 
 
 def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:

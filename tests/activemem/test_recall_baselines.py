@@ -135,6 +135,36 @@ def test_a_stream_evaluation_carries_memory_across_episodes_and_puts_the_policy_
     assert {k: v["n"] for k, v in q.items()} == {k: n for k, n in want.items() if n}
     assert np.isclose(q["all"]["accuracy"], r["accuracy"])  # every episode asks the same number of questions
     assert 0.0 <= q["all"]["path"] <= 1.0
+    leaves = r["leaves"]  # every question once, by where its path ended
+    assert sum(v["n"] for v in leaves.values()) == want["all"] and set(leaves) <= set(ev.LEAF_ORIGINS)
+    assert np.isclose(sum(v["share"] for v in leaves.values()), 1.0)
+    assert np.isclose(sum(v["n"] * v["accuracy"] for v in leaves.values()) / want["all"], r["accuracy"])
     # the table's row: accuracy, accuracy after a correction ("-": none asked), the path share
     row = ev.format_stream_table({"x": r}).splitlines()[2]
     assert row.startswith(f"| x | {r['accuracy']:.3f} | - | {q['all']['path']:.2f} |"), row
+
+
+def test_leaf_origin_names_where_a_question_path_ended():
+    """By hand on one episode: facts at turns 0-2 (Kalo door, Kalo safe, Bemi door), a
+    correction of Kalo's door at 3, the question about Kalo's door at 4."""
+    import types
+
+    from activemem_jax.activemem.evaluate import LEAF_ORIGINS, leaf_origin
+
+    turns = [dict(kind="fact", name="Kalo", attr="door"), dict(kind="fact", name="Kalo", attr="safe"),
+             dict(kind="fact", name="Bemi", attr="door"), dict(kind="correction", name="Kalo", attr="door"),
+             dict(kind="question", name="Kalo", attr="door")]
+
+    def step(path, writers):  # a path of max_depth 3, -1 past its end
+        return types.SimpleNamespace(path=np.array(path + [-1] * (3 - len(path))),
+                                     writer_turn=np.array(writers + [-1] * (3 - len(writers))))
+
+    want = {(3,): LEAF_ORIGINS[0],   # the correction: the newest write of Kalo's door
+            (0,): LEAF_ORIGINS[4],   # the fact the correction replaced: an older write
+            (-1,): LEAF_ORIGINS[1],  # a node from an earlier episode's tree
+            (1,): LEAF_ORIGINS[3],   # Kalo's safe
+            (2,): LEAF_ORIGINS[4]}   # Bemi's door
+    for (writer,), origin in want.items():
+        assert leaf_origin(turns, 4, step([5, 7], [1, writer])) == origin, writer  # the leaf's writer counts
+    assert leaf_origin(turns, 4, step([], [])) == LEAF_ORIGINS[2]
+    assert leaf_origin(turns, 4, types.SimpleNamespace(path=None, writer_turn=None)) == LEAF_ORIGINS[2]
