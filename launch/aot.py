@@ -61,10 +61,14 @@ def main(argv):
     from activemem_jax.models import UnsupportedModelError
     from activemem_jax.models.attention import resolve
 
-    cfg = _CONFIG.value
+    from activemem_jax import schema
+    from activemem_jax.config_files import flag_value
+
+    cfg = flag_value(_CONFIG)
     only = [f.strip() for f in _ONLY.value if f.strip()]
     unknown = sorted(set(only) - set(FUNCTIONS))
     try:
+        schema.load(cfg)  # every field checked before libtpu loads
         if unknown:
             raise topologies.TopologyError(f"--only {unknown}: choose from {', '.join(FUNCTIONS)}")
         sl = topologies.get_slice(_TOPOLOGY.value or cfg.get("topology", "") or "v5p-8")

@@ -112,9 +112,11 @@ def main(argv=None) -> dict:
 
     import jax
 
+    from activemem_jax import schema
     from activemem_jax.config_files import load_config
 
     cfg = load_config(args.config, args.set)
+    schema.load(cfg)
     state = checkpoint_state(cfg)
     size = sum(x.nbytes for x in jax.tree.leaves(state))
     step = step_fn(args.step_ms)

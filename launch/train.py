@@ -139,6 +139,10 @@ def main(argv):
     from activemem_jax.config_files import config_errors, flag_value
 
     cfg = flag_value(_CONFIG)
+    from activemem_jax import schema
+
+    with config_errors():
+        schema.load(cfg)  # every field checked once, before anything is loaded
     from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off

@@ -7,7 +7,7 @@ import pathlib
 import activemem_jax
 
 ROOT = pathlib.Path(activemem_jax.__file__).parent
-ROOT_MODULES = {"__init__", "build", "config_files", "serve", "shapes", "sharding"}
+ROOT_MODULES = {"__init__", "build", "config_files", "schema", "serve", "shapes", "sharding"}
 
 
 def _modules() -> dict[str, pathlib.Path]:

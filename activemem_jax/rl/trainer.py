@@ -28,7 +28,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from activemem_jax import build
+from activemem_jax import build, schema
 from activemem_jax.activemem import init_lora, merge_lora, repeat_tasks
 from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
@@ -52,24 +52,8 @@ class Trainer:
         from activemem_jax.sharding import host_mesh
 
         self.cfg = cfg
+        self.run = schema.load(cfg)  # every field checked (types, ranges, contradictions), one error naming it
         t = cfg.train
-        if t.algo not in ("grpo", "sft"):
-            raise ValueError(f"train.algo={t.algo!r}: grpo or sft")
-        if t.steps < 0 or t.get("sft_steps", 0) < 0:
-            raise ValueError(f"train.steps={t.steps}, train.sft_steps={t.get('sft_steps', 0)}: need >= 0")
-        if t.mini_batch_rows < 1 or t.group_size < 1 or t.prompts_per_step < 1:
-            raise ValueError("train.mini_batch_rows, group_size and prompts_per_step must be >= 1")
-        if t.get("old_logp", "rollout") not in ("rollout", "recompute"):
-            raise ValueError(f"train.old_logp={t.old_logp!r}: rollout or recompute")
-        if t.algo == "grpo" and t.group_size < 2:
-            raise ValueError("GRPO needs train.group_size >= 2 (advantages are relative to the group)")
-        if cfg.model.get("quant", ""):
-            raise ValueError(f"model.quant={cfg.model.quant!r}: int8 weights are for evaluation and serving "
-                             "(launch/eval_activemem.py, activemem_jax.serve); train on float weights "
-                             "(model.dtype bfloat16 or float32) and evaluate the checkpoint with quant='int8'")
-        if cfg.lora.rank and cfg.model.get("scan_layers", False):
-            raise ValueError("lora.rank > 0 with model.scan_layers=True: LoRA adapts per-layer 2-D kernels; "
-                             "set model.scan_layers=False (or lora.rank=0)")
         model = model if model is not None else build.model(cfg)
         self.model = model  # the training backbone, sharded over the global mesh
         self.mesh = model.mesh
@@ -104,24 +88,16 @@ class Trainer:
         o = cfg.optim
         self.optimizer = optimizer_from(cfg)
         self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
-        if t.get("sft_tree", "rule") not in ("rule", "expert"):
-            raise ValueError(f"train.sft_tree={t.sft_tree!r}: rule or expert")
-        if t.get("key_coef", 0.0) and not self.policy.config.key_head:
-            raise ValueError(f"train.key_coef={t.key_coef} trains the key head, but policy.key_head is False")
-        if t.get("key_coef", 0.0) and self.hosts.count > 1:
+        if self.run.train.key_coef and self.hosts.count > 1:
             raise ValueError("train.key_coef > 0 is single-process for now (the key loss reads every row of the step)")
         self.loss_cfg = loss_config(cfg)
-        lr_grpo = float(o.get("lr_grpo", 0.0))
-        if lr_grpo < 0 or (lr_grpo and not o.lr_controller):
-            raise ValueError(f"optim.lr_grpo={lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a "
-                             f"non-zero optim.lr_controller to scale from (it is {o.lr_controller})")
         # GRPO's own rate scales the optimizer's updates (Adam: the same as its lr), so SFT and
         # GRPO share one optimizer state
+        lr_grpo = self.run.optim.lr_grpo
         self.grpo_scale = lr_grpo / o.lr_controller if lr_grpo else 1.0
-        step_lr_factor(cfg, 1)  # a bad decay pair stops here
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
-        self.sft_steps = int(t.get("sft_steps", 0)) if t.algo == "grpo" else 0  # SFT warm start, then GRPO
+        self.sft_steps = self.run.train.sft_steps if t.algo == "grpo" else 0  # SFT warm start, then GRPO
         self.step = 0
         self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,
                                 async_save=cfg.checkpoint.async_save)
@@ -311,7 +287,7 @@ class Trainer:
                                               np.int32)
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
-        old_from = t.get("old_logp", "rollout")
+        old_from = self.run.train.old_logp
         chunks = self._chunks(batch)
         if algo == "sft" and self.loss_cfg.key_coef:  # the key loss sees every observation of the step
             chunks[0][0].update(self._key_rows(result))

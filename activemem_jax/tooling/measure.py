@@ -194,9 +194,11 @@ def format_rows(timings: Sequence[Timing]) -> str:
 def run_config(config_path: str, overrides, names: Sequence[str], length: int, calls: int,
                peak_tflops: float = 0.0, hbm_gbps: float = 0.0) -> dict:
     """What `bench_train --config` / `bench_decode --config` print and write."""
+    from activemem_jax import schema
     from activemem_jax.config_files import load_config
 
     cfg = load_config(config_path, overrides)
+    schema.load(cfg)  # every field checked before a model is built
     length = length or int(cfg.engine.max_len)
     kind = jax.devices()[0].device_kind
     peak, bandwidth = device_peaks(kind)

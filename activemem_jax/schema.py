@@ -1,0 +1,351 @@
+"""The typed schema of an ActiveMem run config, checked once, at load.
+
+A run config stays an ml_collections file (`configs/activemem_*.py`, absl's
+`--config.section.field=value` overrides keep working); its sections are the frozen
+dataclasses below, which hold every field, its type, its default and what values it may
+take. `configs/activemem_base.py` builds its sections from these defaults
+(`defaults(Train)`), so a field is declared once. `load(cfg)` checks a config against
+them (unknown fields, wrong types, values out of range, fields that contradict each
+other) and returns a `Run` of typed sections, or raises a ValueError whose message names
+the field (`train.steps=-1: need >= 0`). The launchers call it right after loading, before
+any model is read; the Trainer calls it on what it is given.
+
+    run = load(cfg)          # a Run: run.train.steps, run.optim.lr_controller, run.policy (PolicyConfig)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+import ml_collections
+
+from activemem_jax.envs.dossier import DEFAULTS as DOSSIER
+from activemem_jax.envs.dossier import check_sizes
+from activemem_jax.sharding import DEFAULT_RULES
+
+ATTENTION = ("auto", "xla", "splash", "cudnn")
+REMAT_POLICIES = ("", "none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
+
+
+class ConfigError(ValueError):
+    """A config field that cannot be used; the message names it."""
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    path: str = "embedded"        # a Hugging Face directory, a .gguf file or "embedded" (SmolLM2-135M)
+    dtype: str = "bfloat16"       # weights: float32 | bfloat16 | auto (the faster one on this platform)
+    activation_dtype: str = ""    # "" = dtype; float32 with bfloat16 weights: bf16 weights, f32 activations
+    quant: str = ""               # "" | int8 (evaluation and serving only)
+    remat: bool = True
+    scan_layers: bool = False     # one scanned layer body (paper configs) instead of unrolled layers
+    remat_policy: str = ""        # "" (full with remat) | none | full | dots_saveable | dots_with_no_batch_dims_saveable
+    attention: str = "auto"       # auto (splash on TPU, cudnn on GPU, xla on CPU) | xla | splash | cudnn
+
+    def check(self) -> None:
+        _need(self.dtype in ("float32", "bfloat16", "auto"), f"model.dtype={self.dtype!r}: float32, bfloat16 or auto")
+        _need(self.activation_dtype in ("", "float32", "bfloat16"),
+              f"model.activation_dtype={self.activation_dtype!r}: '', float32 or bfloat16")
+        _need(self.quant in ("", "int8"), f"model.quant={self.quant!r}: '' or int8")
+        _need(self.remat_policy in REMAT_POLICIES, f"model.remat_policy={self.remat_policy!r}: one of {REMAT_POLICIES}")
+        _need(not (self.remat and self.remat_policy == "none"),
+              "model.remat=True contradicts model.remat_policy='none': give one of them")
+        _need(self.attention in ATTENTION, f"model.attention={self.attention!r}: one of {ATTENTION}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mesh:
+    data: int = 1
+    fsdp: int = -1                # -1: all remaining devices
+    tensor: int = 1
+
+    def check(self) -> None:
+        for name in ("data", "fsdp", "tensor"):
+            v = getattr(self, name)
+            _need(v == -1 or v >= 1, f"mesh.{name}={v}: >= 1, or -1 for the remaining devices")
+        _need([self.data, self.fsdp, self.tensor].count(-1) <= 1, "mesh: at most one axis may be -1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharding:
+    rules: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_RULES))  # logical axis -> mesh axes
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    max_slots: int = 64           # concurrent generation slots
+    max_len: int = 8192           # tokens per slot (prompt + completion)
+    max_queue: int = 256          # waiting requests beyond the slots
+
+    def check(self) -> None:
+        for name in ("max_slots", "max_len", "max_queue"):
+            _need(getattr(self, name) >= 1, f"engine.{name}={getattr(self, name)}: need >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lora:
+    rank: int = 0                 # 0: no LoRA (the backbone stays frozen)
+    alpha: float = 16.0
+    targets: tuple = ("q_proj", "v_proj")
+
+    def check(self) -> None:
+        _need(self.rank >= 0, f"lora.rank={self.rank}: need >= 0 (0: no LoRA)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    name: str = "synthetic"       # a registered task family (activemem_jax/tasks/)
+    seed: int = 0
+    n_entities: int = 2000
+    split: str = "train"
+    n_objectives: tuple = (2,)
+    n_tasks: int = 4096
+    max_turns: int = 8
+    n_facts: int = 4              # recall: facts and questions per episode (0 questions: one per fact)
+    n_questions: int = 0
+    codes: tuple = ()             # recall, dossier: the closed answer set (empty: 8 colours)
+    dossier: dict = dataclasses.field(default_factory=lambda: dict(DOSSIER))  # envs/dossier.py: sizes per episode
+    retrieval_topk: int = 3
+    format_reward: float = 0.0
+    prompts: tuple = ()           # first_token: prompts, target words, the share of each
+    target_words: tuple = ()
+    fraction: float = 0.5
+    qa_files: tuple = ()          # multi_objective_qa / single_qa: FlashRAG JSONL files
+    bad_rows: str = "strict"      # strict (stop at the first bad row) | skip (drop, one line per reason)
+    index: str = ""               # search: an index directory | a JSONL corpus | a retrieval server
+    corpus: str = ""
+    retrieval_url: str = ""
+    path: str = ""                # gsm8k / math: the data file
+    delimiter: str = ""           # delimiter steps (policy.step_mode)
+
+    def check(self) -> None:
+        _need(self.n_tasks >= 1, f"data.n_tasks={self.n_tasks}: need >= 1")
+        _need(self.max_turns >= 1, f"data.max_turns={self.max_turns}: need >= 1")
+        _need(self.retrieval_topk >= 1, f"data.retrieval_topk={self.retrieval_topk}: need >= 1")
+        _need(self.bad_rows in ("strict", "skip"), f"data.bad_rows={self.bad_rows!r}: strict or skip")
+        _need(0.0 <= self.fraction <= 1.0, f"data.fraction={self.fraction}: a share, in [0, 1]")
+        if self.name == "dossier":
+            try:
+                check_sizes(dict(self.dossier))
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Train:
+    algo: str = "grpo"            # grpo | sft
+    sft_steps: int = 0            # grpo: the first steps are SFT on expert turns (a warm start)
+    sft_tree: str = "rule"        # SFT's tree actions: the threshold rule | expert (env.expert_write)
+    key_coef: float = 0.0         # SFT's loss on the key head (policy.key_head): env.observation_key
+    key_tau: float = 0.1
+    steps: int = 500
+    group_size: int = 8           # rollout batch = prompts_per_step x group_size
+    prompts_per_step: int = 8
+    seeds: tuple = ()             # launch.train trains one controller per seed (init + data); () = (seed,)
+    mini_batch_rows: int = 64
+    ppo_epochs: int = 1
+    old_logp: str = "rollout"     # PPO's old log-probs: the engine's, as it sampled | recompute
+    micro_batch_rows: int = 8     # gradient accumulation: rows per forward/backward (0: all)
+    clip_eps: float = 0.2
+    clip_eps_high: float = 0.0    # 0: symmetric clipping
+    agg: str = "token-mean"       # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
+    beta: float = 0.0             # k3 KL to the reference (frozen LLM + initial controller)
+    tree_coef: float = 1.0
+    lambda_h: float = 0.5         # the hierarchical advantage's node term (0: the plain group advantage)
+    adv_eps: float = 1e-6
+    normalize_std: bool = True
+    logprob_chunk: int = 128
+
+    def check(self) -> None:
+        _need(self.algo in ("grpo", "sft"), f"train.algo={self.algo!r}: grpo or sft")
+        _need(self.steps >= 0 and self.sft_steps >= 0,
+              f"train.steps={self.steps}, train.sft_steps={self.sft_steps}: need >= 0")
+        for name in ("mini_batch_rows", "group_size", "prompts_per_step", "ppo_epochs", "logprob_chunk"):
+            _need(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)}: need >= 1")
+        _need(self.micro_batch_rows >= 0, f"train.micro_batch_rows={self.micro_batch_rows}: need >= 0 (0: all)")
+        _need(self.old_logp in ("rollout", "recompute"), f"train.old_logp={self.old_logp!r}: rollout or recompute")
+        _need(self.sft_tree in ("rule", "expert"), f"train.sft_tree={self.sft_tree!r}: rule or expert")
+        _need(self.agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
+              f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
+        _need(self.algo != "grpo" or self.group_size >= 2,
+              f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group)")
+        for name in ("key_coef", "key_tau", "clip_eps", "clip_eps_high", "beta", "tree_coef", "lambda_h"):
+            _need(getattr(self, name) >= 0, f"train.{name}={getattr(self, name)}: need >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class Optim:
+    lr_controller: float = 1e-5
+    lr_lora: float = 1e-6
+    warmup_steps: int = 50        # optimizer updates of linear warm-up
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    lr_grpo: float = 0.0          # > 0: GRPO's controller rate after an SFT warm start; 0: lr_controller
+    decay_steps: int = 0          # > 0: the rate falls on a cosine to rate x final_lr_ratio at this
+    final_lr_ratio: float = 0.1   # training step (GRPO at lr_grpo keeps its own); 0: constant
+
+    def check(self) -> None:
+        for name in ("lr_controller", "lr_lora", "weight_decay", "max_grad_norm", "warmup_steps", "decay_steps"):
+            _need(getattr(self, name) >= 0, f"optim.{name}={getattr(self, name)}: need >= 0")
+        _need(self.lr_grpo >= 0 and (not self.lr_grpo or self.lr_controller > 0),
+              f"optim.lr_grpo={self.lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a non-zero "
+              f"optim.lr_controller to scale from (it is {self.lr_controller})")
+        _need(0.0 <= self.final_lr_ratio <= 1.0, f"optim.final_lr_ratio={self.final_lr_ratio}: in [0, 1]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    every: int = 50               # training steps between saves
+    keep: int = 3
+    async_save: bool = True
+    resume: bool = True
+    step: int = 0                 # restore this step (0: the newest readable one)
+    overwrite: bool = False       # with resume=False: set an existing run in out_dir aside instead of refusing
+
+    def check(self) -> None:
+        _need(self.every >= 1, f"checkpoint.every={self.every}: need >= 1")
+        _need(self.keep >= 1, f"checkpoint.keep={self.keep}: need >= 1")
+        _need(self.step >= 0, f"checkpoint.step={self.step}: need >= 0 (0: the newest readable step)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    tensorboard: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Eval:
+    enabled: bool = False         # held-out evaluation before and after training (launch.train)
+    n_objectives: tuple = (1, 2)
+    n_tasks: int = 4
+    split: str = "test"
+    turns_per_objective: int = 2  # turns per episode: min(max_turns_cap, turns_per_objective x N + extra_turns)
+    extra_turns: int = 1
+    max_turns_cap: int = 8
+    qa_files: tuple = ()          # held-out data of a registered task
+    path: str = ""
+
+    def check(self) -> None:
+        _need(self.n_tasks >= 1, f"eval.n_tasks={self.n_tasks}: need >= 1")
+        _need(self.max_turns_cap >= 1, f"eval.max_turns_cap={self.max_turns_cap}: need >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Distributed:
+    coordinator_address: str = ""  # empty: single process, or what the cluster's environment says
+    num_processes: int = 1
+    process_id: int = -1
+
+    def check(self) -> None:
+        _need(self.num_processes >= 1, f"distributed.num_processes={self.num_processes}: need >= 1")
+
+
+SECTIONS = {"model": Model, "mesh": Mesh, "sharding": Sharding, "engine": Engine, "lora": Lora, "data": Data,
+            "train": Train, "optim": Optim, "checkpoint": Checkpoint, "log": Log, "eval": Eval,
+            "distributed": Distributed}
+TOP_LEVEL = {"seed": int, "out_dir": str, "topology": str}  # topology: the TPU slice a paper config is sized for
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A checked run config: one typed object per section (policy: `PolicyConfig`)."""
+    seed: int
+    out_dir: str
+    model: Model
+    mesh: Mesh
+    sharding: Sharding
+    engine: Engine
+    policy: Any
+    lora: Lora
+    data: Data
+    train: Train
+    optim: Optim
+    checkpoint: Checkpoint
+    log: Log
+    eval: Eval
+    distributed: Distributed
+    topology: str = ""
+
+
+def defaults(section: type, **overrides) -> ml_collections.ConfigDict:
+    """A section's defaults as the ConfigDict a config file holds (with `overrides`)."""
+    out = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
+           for f in dataclasses.fields(section)}
+    unknown = sorted(set(overrides) - set(out))
+    _need(not unknown, f"{section.__name__.lower()}: no such field(s) {unknown}")
+    out.update(overrides)
+    return ml_collections.ConfigDict(out)
+
+
+def _typed(value, kind, where: str):
+    """value checked against the annotation `kind` (ints are floats too; lists are tuples)."""
+    if kind is bool:
+        _need(isinstance(value, bool), f"{where}={value!r}: need True or False")
+    elif kind is int:
+        _need(isinstance(value, int) and not isinstance(value, bool), f"{where}={value!r}: need an integer")
+    elif kind is float:
+        _need(isinstance(value, (int, float)) and not isinstance(value, bool), f"{where}={value!r}: need a number")
+        value = float(value)
+    elif kind is str:
+        _need(isinstance(value, str), f"{where}={value!r}: need a string")
+    elif kind is tuple:
+        _need(isinstance(value, (tuple, list)), f"{where}={value!r}: need a tuple")
+        value = tuple(value)
+    elif kind is dict:
+        if isinstance(value, ml_collections.ConfigDict):
+            value = value.to_dict()
+        _need(isinstance(value, dict), f"{where}={value!r}: need a dict")
+    return value
+
+
+def section(cls: type, values, name: str):
+    """`values` (a ConfigDict or dict) as the typed section `cls`; missing fields take their
+    defaults, an unknown one is an error naming it."""
+    if isinstance(values, ml_collections.ConfigDict):
+        values = values.to_dict()
+    _need(isinstance(values, dict), f"{name}: a section of fields, not {values!r}")
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(known))
+    _need(not unknown, f"{name}.{unknown[0] if unknown else ''}: no such config field (known: {', '.join(known)})")
+    out = cls(**{k: _typed(v, hints[k], f"{name}.{k}") for k, v in values.items()})
+    if hasattr(out, "check"):
+        out.check()
+    return out
+
+
+def load(cfg) -> Run:
+    """cfg (a run ConfigDict) checked and typed; a ConfigError names the first bad field.
+    Sections the config lacks take their defaults; sections it adds are errors."""
+    from activemem_jax.activemem.policy_config import PolicyConfig
+
+    extra = sorted(set(cfg.keys()) - set(SECTIONS) - set(TOP_LEVEL) - {"policy"})
+    _need(not extra, f"{extra[0] if extra else ''}: no such config section (known: "
+                     f"{', '.join(sorted([*SECTIONS, *TOP_LEVEL, 'policy']))})")
+    top = {k: _typed(cfg[k], kind, k) for k, kind in TOP_LEVEL.items() if k in cfg}
+    parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in SECTIONS.items()}
+    try:
+        policy = PolicyConfig.from_dict(cfg.policy.to_dict() if "policy" in cfg else {})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"policy: {e}") from None
+    run = Run(seed=top.get("seed", 0), out_dir=top.get("out_dir", ""), topology=top.get("topology", ""),
+              policy=policy, **parts)
+    _need(not run.model.quant,
+          f"model.quant={run.model.quant!r}: int8 weights are for evaluation and serving; train on float weights "
+          "and evaluate the checkpoint with quant='int8'")
+    _need(not (run.lora.rank and run.model.scan_layers),
+          "lora.rank > 0 with model.scan_layers=True: LoRA adapts per-layer 2-D kernels; set model.scan_layers="
+          "False (or lora.rank=0)")
+    _need(not (run.train.key_coef and not policy.key_head),
+          f"train.key_coef={run.train.key_coef} trains the key head, but policy.key_head is False")
+    return run
+
+
+__all__ = ["ConfigError", "Run", "SECTIONS", "defaults", "load", "section"]

@@ -1,0 +1,73 @@
+"""The run schema: every shipped training config passes, the base config is the schema's
+defaults, and a bad field stops at load with a message naming it."""
+
+import pytest
+
+from activemem_jax import schema
+from activemem_jax.config_files import load_config
+
+CONFIGS = ("activemem_tiny_cpu", "activemem_dossier_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
+           "activemem_smollm3_3b", "activemem_sft_synthetic")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_training_config_loads_typed(name):
+    cfg = load_config(f"configs/{name}.py")
+    run = schema.load(cfg)
+    assert run.train.steps == cfg.train.steps and run.optim.lr_controller == pytest.approx(cfg.optim.lr_controller)
+    assert run.policy.capacity == cfg.policy.capacity and run.model.path == cfg.model.path
+    assert isinstance(run.train.seeds, tuple) and isinstance(run.data.dossier, dict)
+
+
+def test_the_base_config_is_the_schema_defaults():
+    from configs.activemem_base import base_config
+
+    cfg = base_config()
+    for name, section in schema.SECTIONS.items():
+        assert schema.section(section, cfg[name], name) == section(), name
+
+
+@pytest.mark.parametrize("override, field", [
+    ("train.steps=-1", "train.steps=-1"),
+    ("train.algo=ppo", "train.algo='ppo'"),
+    ("train.group_size=1", "train.group_size=1"),           # GRPO needs a group
+    ("optim.final_lr_ratio=2.0", "optim.final_lr_ratio=2.0"),
+    ("optim.lr_grpo=-1e-4", "optim.lr_grpo=-0.0001"),
+    ("model.attention=flash", "model.attention='flash'"),
+    ("mesh.fsdp=0", "mesh.fsdp=0"),
+    ("checkpoint.every=0", "checkpoint.every=0"),
+    ("data.dossier.streams=0", "data.dossier.streams=0"),
+    ("train.key_coef=1.0", "train.key_coef=1.0 trains the key head"),  # tiny_cpu has no key head
+    ("lora.rank=4", None),                                  # fine alone
+])
+def test_a_bad_field_is_named(override, field):
+    cfg = load_config("configs/activemem_tiny_cpu.py", [override])
+    if override.startswith("data.dossier"):
+        cfg.data.name = "dossier"
+    if field is None:
+        schema.load(cfg)
+        return
+    with pytest.raises(schema.ConfigError, match=field.replace("(", r"\(").replace(".", r"\.", 1)):
+        schema.load(cfg)
+
+
+def test_wrong_types_unknown_fields_and_sections_are_named():
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    cfg.train = {**cfg.train.to_dict(), "steps": "many"}  # a config file can (absl overrides are typed)
+    with pytest.raises(schema.ConfigError, match="train.steps='many': need an integer"):
+        schema.load(cfg)
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    cfg.train.stepz = 3
+    with pytest.raises(schema.ConfigError, match=r"train\.stepz: no such config field"):
+        schema.load(cfg)
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    cfg.trian = {"steps": 3}
+    with pytest.raises(schema.ConfigError, match="trian: no such config section"):
+        schema.load(cfg)
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    cfg.policy.capacty = 3
+    with pytest.raises(schema.ConfigError, match="policy: unknown policy config keys"):
+        schema.load(cfg)
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    cfg.optim.lr_controller = 1  # an integer where a number is asked is a number
+    assert schema.load(cfg).optim.lr_controller == 1.0
