@@ -16,6 +16,7 @@ any model is read; the Trainer calls it on what it is given.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any
 
@@ -324,17 +325,9 @@ def section(cls: type, values, name: str):
 def load(cfg) -> Run:
     """cfg (a run ConfigDict) checked and typed; a ConfigError names the first bad field.
     Sections the config lacks take their defaults; sections it adds are errors."""
-    from activemem_jax.activemem.policy_config import PolicyConfig
-
-    extra = sorted(set(cfg.keys()) - set(SECTIONS) - set(TOP_LEVEL) - {"policy"})
-    _need(not extra, f"{extra[0] if extra else ''}: no such config section (known: "
-                     f"{', '.join(sorted([*SECTIONS, *TOP_LEVEL, 'policy']))})")
-    top = {k: _typed(cfg[k], kind, k) for k, kind in TOP_LEVEL.items() if k in cfg}
+    top = _top(cfg, TOP_LEVEL, SECTIONS)
     parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in SECTIONS.items()}
-    try:
-        policy = PolicyConfig.from_dict(cfg.policy.to_dict() if "policy" in cfg else {})
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"policy: {e}") from None
+    policy = _policy(cfg)
     run = Run(seed=top.get("seed", 0), out_dir=top.get("out_dir", ""), topology=top.get("topology", ""),
               policy=policy, **parts)
     _need(not run.model.quant,
@@ -348,4 +341,57 @@ def load(cfg) -> Run:
     return run
 
 
-__all__ = ["ConfigError", "Run", "SECTIONS", "defaults", "load", "section"]
+EVAL_SECTIONS = {k: SECTIONS[k] for k in ("model", "mesh", "sharding", "engine", "data", "eval")}
+EVAL_TOP_LEVEL = {"seed": int, "out_dir": str, "variants": tuple, "temperature": float, "checkpoint": str}
+VARIANTS = ("activemem", "plain", "truncate")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRun:
+    """A checked evaluation config (`launch.eval_activemem`): the training config's sections
+    and names for what both have (model, engine, policy, data: the task and its files,
+    eval: the turn budget), plus what only evaluation has."""
+    model: Model
+    mesh: Mesh
+    sharding: Sharding
+    engine: Engine
+    policy: Any
+    data: Data
+    eval: Eval
+    variants: tuple = VARIANTS    # activemem | plain (the frozen model, full history) | truncate (MEM1's context)
+    temperature: float = 0.01     # paper 6.1's evaluation temperature
+    seed: int = 0
+    checkpoint: str = ""          # a training run's checkpoints directory (its newest step); "": untrained
+    out_dir: str = ""
+
+
+def _policy(cfg):
+    from activemem_jax.activemem.policy_config import PolicyConfig
+
+    try:
+        return PolicyConfig.from_dict(cfg.policy.to_dict() if "policy" in cfg else {})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"policy: {e}") from None
+
+
+def _top(cfg, top: dict, sections: dict) -> dict:
+    extra = sorted(set(cfg.keys()) - set(sections) - set(top) - {"policy"})
+    _need(not extra, f"{extra[0] if extra else ''}: no such config section (known: "
+                     f"{', '.join(sorted([*sections, *top, 'policy']))})")
+    return {k: _typed(cfg[k], kind, k) for k, kind in top.items() if k in cfg}
+
+
+def load_eval(cfg) -> EvalRun:
+    """An evaluation config checked and typed, as `load` does a training config."""
+    top = _top(cfg, EVAL_TOP_LEVEL, EVAL_SECTIONS)
+    parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in EVAL_SECTIONS.items()}
+    run = EvalRun(policy=_policy(cfg), **parts, **top)
+    bad = sorted(set(run.variants) - set(VARIANTS))
+    _need(run.variants and not bad, f"variants={run.variants}: choose from {VARIANTS}")
+    _need(run.temperature > 0, f"temperature={run.temperature}: need > 0 (0.01 is near greedy)")
+    _need(not run.checkpoint or os.path.isdir(run.checkpoint),
+          f"checkpoint={run.checkpoint!r}: no such directory (a training run's <out_dir>/checkpoints)")
+    return run
+
+
+__all__ = ["ConfigError", "EvalRun", "Run", "SECTIONS", "defaults", "load", "load_eval", "section"]

@@ -6,13 +6,13 @@
   HotpotQA, 2Wiki, Musique, Bamboogle).
 
     python -m launch.eval_activemem --config configs/activemem_eval_qa.py \\
-        --config.benchmark.qa_files="('/data/flashrag/hotpotqa/dev.jsonl','/data/flashrag/nq/dev.jsonl')" \\
-        --config.benchmark.index=/data/indexes/wiki18 --config.model.path=/data/models/Qwen2.5-1.5B-Instruct
+        --config.data.qa_files="('/data/flashrag/hotpotqa/dev.jsonl','/data/flashrag/nq/dev.jsonl')" \\
+        --config.data.index=/data/indexes/wiki18 --config.model.path=/data/models/Qwen2.5-1.5B-Instruct
     python -m launch.eval_activemem --config configs/activemem_eval_qa.py:table9 \\
-        --config.benchmark.qa_files="('/data/flashrag/popqa/test.jsonl',)" --config.benchmark.index=...
+        --config.data.qa_files="('/data/flashrag/popqa/test.jsonl',)" --config.data.index=...
 
 Build the index once: `python -m activemem_jax.data.index build --corpus wiki-18.jsonl
---out /data/indexes/wiki18` (or point benchmark.retrieval_url at a running Search-R1
+--out /data/indexes/wiki18` (or point data.retrieval_url at a running Search-R1
 server; both empty: closed-book). A path that does not exist stops the run and names the
 field. Restore a trained controller with --config.checkpoint=<run>/checkpoints.
 """
@@ -29,7 +29,7 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32"))
     c.engine = ml_collections.ConfigDict(dict(max_slots=16, max_len=8192))
     c.policy = policy_defaults(num_latents=4, max_tokens=256, capacity=4096)
-    c.benchmark = ml_collections.ConfigDict(dict(
+    c.data = ml_collections.ConfigDict(dict(
         name="multi_objective_qa" if table == "table7" else "single_qa",
         qa_files=("/path/to/flashrag/hotpotqa/dev.jsonl", "/path/to/flashrag/nq/dev.jsonl") if table == "table7"
         else ("/path/to/flashrag/nq/test.jsonl",),

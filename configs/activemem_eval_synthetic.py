@@ -3,7 +3,7 @@ synthetic N-objective multi-hop QA (the ActiveMem paper's Table 7 / Figure 4 set
 
     python -m launch.eval_activemem --config configs/activemem_eval_synthetic.py
     python -m launch.eval_activemem --config configs/activemem_eval_synthetic.py \
-        --config.checkpoint=runs/activemem_tiny_cpu/checkpoints --config.benchmark.n_tasks=8
+        --config.checkpoint=runs/activemem_tiny_cpu/checkpoints --config.data.n_tasks=8
 Ablations of the `activemem` variant: --config.policy.num_latents=0 (w/o latent
 injection), --config.policy.use_tree=False (w/o HLMT), --config.policy.tree_actions=False
 (w/o tree action head), --config.policy.maintenance=False (w/o merge/delete).
@@ -20,7 +20,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict(dict(path="embedded", dtype="float32"))
     c.engine = ml_collections.ConfigDict(dict(max_slots=16, max_len=4096))  # the training configs' names
     c.policy = policy_defaults(num_latents=4, max_tokens=96, capacity=1024)
-    c.benchmark = ml_collections.ConfigDict(dict(
+    c.data = ml_collections.ConfigDict(dict(
         seed=0, n_entities=2000, split="test", n_objectives=(1, 2, 4, 8, 16), n_tasks=2))
     # turns per episode: min(max_turns_cap, turns_per_objective * N + extra_turns), as training's eval section
     c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=12))

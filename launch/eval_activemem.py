@@ -1,11 +1,12 @@
 """Evaluate ActiveMem (untrained or from a checkpoint) against the frozen model's
 full-history and truncated-context variants, on any task registered in
-`activemem_jax/tasks/` (benchmark.name, default synthetic N-objective QA, with its data
-paths in the benchmark section: multi_objective_qa, single_qa, gsm8k, math, ...).
+`activemem_jax/tasks/` (data.name, default synthetic N-objective QA, with its data
+paths in the data section, as a training config names them: multi_objective_qa,
+single_qa, gsm8k, math, ...).
 
     python -m launch.eval_activemem --config configs/activemem_eval_synthetic.py
     python -m launch.eval_activemem --config configs/activemem_eval_qa.py \
-        --config.benchmark.qa_files="('data/hotpotqa/dev.jsonl',)" --config.benchmark.index=indexes/wiki18
+        --config.data.qa_files="('data/hotpotqa/dev.jsonl',)" --config.data.index=indexes/wiki18
 
 Writes under config.out_dir: trajectories.jsonl (one row per trajectory), summary.json,
 summary.md (the table printed at the end) and peak_tokens_vs_n.png.
@@ -32,9 +33,9 @@ def run(cfg) -> dict:
 
     console = Console(stderr=True)
     base = build.policy_config(cfg)
-    b = cfg.benchmark
+    b = cfg.data
     model = build.model(cfg)
-    if "name" not in b:  # a benchmark section without a name is the synthetic world
+    if "name" not in b:  # a data section without a name is the synthetic world
         b = b.copy_and_resolve_references()
         with b.unlocked():
             b.name = "synthetic"
@@ -76,11 +77,18 @@ def run(cfg) -> dict:
 
 def main(argv):
     del argv
+    from activemem_jax import schema
+    from activemem_jax.config_files import config_errors, flag_value
     from activemem_jax.tooling import compile_cache
 
+    cfg = flag_value(_CONFIG)
+    with config_errors():
+        schema.load_eval(cfg)  # every field checked once, before anything is loaded
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
-    run(_CONFIG.value)
+    run(cfg)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    from activemem_jax.config_files import parse_flags
+
+    app.run(main, flags_parser=parse_flags)

@@ -71,3 +71,23 @@ def test_wrong_types_unknown_fields_and_sections_are_named():
     cfg = load_config("configs/activemem_tiny_cpu.py")
     cfg.optim.lr_controller = 1  # an integer where a number is asked is a number
     assert schema.load(cfg).optim.lr_controller == 1.0
+
+
+def test_evaluation_configs_share_the_training_names_and_are_checked():
+    """launch.eval_activemem's configs name the task and its files `data` (as training
+    does) and the turn budget `eval`; a bad field, variant or checkpoint is named."""
+    for name in ("activemem_eval_synthetic", "activemem_eval_qa"):
+        cfg = load_config(f"configs/{name}.py")
+        run = schema.load_eval(cfg)
+        assert run.data.n_objectives == tuple(cfg.data.n_objectives) and run.eval.max_turns_cap >= 1
+        assert "benchmark" not in cfg
+    for override, message in [("data.n_tasks=0", "data.n_tasks=0"),
+                              ("variants=('activemem', 'oracle')", "variants=('activemem', 'oracle')"),
+                              ("temperature=0.0", "temperature=0.0"),
+                              ("checkpoint=/no/such/run", "checkpoint='/no/such/run': no such directory")]:
+        with pytest.raises(schema.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            schema.load_eval(load_config("configs/activemem_eval_synthetic.py", [override]))
+    cfg = load_config("configs/activemem_eval_synthetic.py")
+    cfg.benchmark = {"n_tasks": 2}  # the old name
+    with pytest.raises(schema.ConfigError, match="benchmark: no such config section"):
+        schema.load_eval(cfg)

@@ -1,5 +1,5 @@
-"""Tasks by name, for both papers: `data.name` in a training config, `benchmark.name` in
-an evaluation config (ActiveMem's or HyMem's) picks a family registered here.
+"""Tasks by name, for both papers: `data.name` in an ActiveMem config (training or
+evaluation), `benchmark.name` in HyMem's agent harness picks a family registered here.
 
     ts = build_tasks(cfg, model)                  # cfg.data
     ts = build_section(cfg.benchmark, model)      # model: only first_token needs it

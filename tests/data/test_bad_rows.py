@@ -139,7 +139,7 @@ def test_the_data_section_carries_the_policy_to_the_tasks(multihop):
     from configs.activemem_eval_qa import get_config as eval_qa
     from configs.agents_synthetic import get_config as agents
 
-    assert base_config().data.bad_rows == eval_qa().benchmark.bad_rows == agents().benchmark.bad_rows == "strict"
+    assert base_config().data.bad_rows == eval_qa().data.bad_rows == agents().benchmark.bad_rows == "strict"
 
 
 def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader(tmp_path):
