@@ -18,8 +18,57 @@ from __future__ import annotations
 import argparse
 import os
 
-from activemem_jax.engine import Engine
 from activemem_jax.server import make_app, served_names
+
+
+FLAGS = {"model": "model.path", "dtype": "model.dtype", "activation_dtype": "model.activation_dtype",
+         "quant": "model.quant", "max_slots": "engine.max_slots", "max_len": "engine.max_len",
+         "max_queue": "engine.max_queue", "served_model_name": "serve.served_model_name", "host": "serve.host",
+         "port": "serve.port"}  # command-line flag -> config field
+
+
+def default_config():
+    """The server's config: a training config's model and engine sections (schema.py), and
+    a serve section (served_model_name, host, port)."""
+    import ml_collections
+
+    from activemem_jax import schema
+
+    c = ml_collections.ConfigDict()
+    c.model = schema.defaults(schema.Model, dtype="float32", remat=False)
+    c.engine = schema.defaults(schema.Engine, max_slots=8, max_len=2048)
+    c.serve = ml_collections.ConfigDict(dict(served_model_name="", host="127.0.0.1", port=8000))
+    return c
+
+
+def server_config(args):
+    """The config file's sections over the defaults, the flags over both; checked (a bad
+    field stops here, named)."""
+    from activemem_jax import schema
+    from activemem_jax.config_files import load_config
+
+    cfg = default_config()
+    if args.config:
+        given = load_config(args.config)
+        unknown = sorted(set(given.keys()) - set(cfg.keys()))
+        if unknown:
+            raise SystemExit(f"config error: {args.config}: no such section {unknown[0]!r} (model, engine, serve)")
+        for name in given.keys():
+            for key, value in given[name].items():
+                if key not in cfg[name]:
+                    raise SystemExit(f"config error: {args.config}: {name}.{key}: no such config field")
+                cfg[name][key] = value
+    for flag, field in FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            section, key = field.split(".")
+            cfg[section][key] = value
+    try:
+        schema.section(schema.Model, cfg.model, "model")
+        schema.section(schema.Engine, cfg.engine, "engine")
+    except schema.ConfigError as e:
+        raise SystemExit(f"config error: {e}") from None
+    return cfg
 
 
 def main(argv=None):
@@ -42,31 +91,20 @@ def main(argv=None):
                     help="persistent compilation cache directory, or 'off' (default: $ACTIVEMEM_COMPILE_CACHE, "
                          "else ~/.cache/activemem-jax/xla): a restart loads its compiled shapes")
     args = ap.parse_args(argv)
-    cfg = dict(model="embedded", served_model_name=None, host="127.0.0.1", port=8000, dtype="float32",
-               activation_dtype="", quant="", max_slots=8, max_len=2048, max_queue=256)
-    if args.config:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("serve_config", args.config)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        cfg.update(dict(module.get_config().serve))
-    cfg.update({k: v for k, v in vars(args).items() if v is not None and k in cfg})
+    cfg = server_config(args)
+    from activemem_jax import build
     from activemem_jax.tooling import compile_cache
-    from activemem_jax.models import load_from_config
 
     cache = compile_cache.enable(args.compile_cache)  # before anything compiles
-
-    model = load_from_config({"path": cfg["model"], "dtype": cfg["dtype"], "activation_dtype": cfg["activation_dtype"],
-                              "quant": cfg["quant"]})
-    names = served_names(cfg["model"], cfg["served_model_name"])
-    engine = Engine(model, max_slots=cfg["max_slots"], max_len=cfg["max_len"], max_queue=cfg["max_queue"])
+    model = build.model(cfg)
+    names = served_names(cfg.model.path, cfg.serve.served_model_name or None)
+    engine = build.engine(cfg, model)
     import uvicorn
 
-    print(f"serving {', '.join(names)} on http://{cfg['host']}:{cfg['port']}/v1 "
-          f"({cfg['max_slots']} slots x {cfg['max_len']} tokens; compilation cache: {cache or 'off'})",
+    print(f"serving {', '.join(names)} on http://{cfg.serve.host}:{cfg.serve.port}/v1 "
+          f"({cfg.engine.max_slots} slots x {cfg.engine.max_len} tokens; compilation cache: {cache or 'off'})",
           flush=True)
-    uvicorn.run(make_app(engine, names, args.api_key), host=cfg["host"], port=cfg["port"],
+    uvicorn.run(make_app(engine, names, args.api_key), host=cfg.serve.host, port=cfg.serve.port,
                 log_level="warning")
 
 

@@ -52,7 +52,7 @@ def make_client(cfg):
     if cfg.model.base_url:
         return OpenAIClient(cfg.model.base_url, model=cfg.model.name or None, api_key=cfg.model.api_key or None,
                             timeout=cfg.model.get("timeout", 600.0))
-    return EngineClient.from_model(cfg.model, max_slots=cfg.engine.max_slots, max_len=cfg.engine.max_len)
+    return EngineClient.from_config(cfg)
 
 
 def guard(client, cfg):

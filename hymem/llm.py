@@ -220,14 +220,22 @@ class EngineClient:
         self.engine, self.defaults = engine, defaults
 
     @classmethod
+    def from_config(cls, cfg, **defaults):
+        """An engine built from a config's model and engine sections, as every run builds
+        one (`activemem_jax.build`: the same fields mean the same thing everywhere)."""
+        from activemem_jax import build
+
+        return cls(build.engine(cfg, build.model(cfg)), **defaults)
+
+    @classmethod
     def from_model(cls, model="embedded", max_slots: int = 8, max_len: int = 4096, **defaults):
         """model: a checkpoint path, or a config's `model` section (path, dtype,
         activation_dtype, quant, ...: `activemem_jax.models.load_from_config`)."""
-        from activemem_jax.engine import Engine
-        from activemem_jax.models import load_from_config
+        import ml_collections
 
-        section = {"path": model} if isinstance(model, str) else model
-        return cls(Engine(load_from_config(section), max_slots=max_slots, max_len=max_len), **defaults)
+        section = {"path": model} if isinstance(model, str) else dict(model)
+        cfg = ml_collections.ConfigDict({"model": section, "engine": {"max_slots": max_slots, "max_len": max_len}})
+        return cls.from_config(cfg, **defaults)
 
     def complete(self, messages, tag=None, **sampling) -> Completion:
         kw = {**self.defaults, **sampling}
