@@ -43,21 +43,25 @@ def main():
     import jax.numpy as jnp
     import numpy as np
 
-    from activemem_jax import sharding
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
-    from activemem_jax.data import synthetic_world
-    from activemem_jax.data.retrieval import BM25Retriever
-    from activemem_jax.engine import Engine, SamplingParams
-    from activemem_jax.envs import MultiObjectiveQAEnv
+    from activemem_jax import build
+    from activemem_jax.engine import SamplingParams
     from activemem_jax.memory import tree as hlmt
-    from activemem_jax.models import load_pretrained
+    from configs.activemem_base import base_config, policy_defaults
 
     b = args.batch
-    precision = dict(dtype="bfloat16", activation_dtype="float32") if args.weights == "bf16w" else {}
-    model = load_pretrained("embedded", mesh=sharding.make_mesh(devices=jax.devices()[:1]), **precision)
-    world = synthetic_world.generate(seed=0, n_entities=2000)
-    env = MultiObjectiveQAEnv(BM25Retriever(world.documents), max_turns=4)
-    tasks = synthetic_world.make_tasks(world, "test", 2, b, seed=0)
+    cfg = base_config()  # the run's parts from one config, as a training run builds them
+    cfg.model.update(dtype="float32", remat=False)
+    if args.weights == "bf16w":
+        cfg.model.update(dtype="bfloat16", activation_dtype="float32")
+    cfg.mesh.update(data=1, fsdp=1, tensor=1)  # one device
+    cfg.engine.update(max_slots=b, max_len=2048)
+    cfg.policy = policy_defaults(num_latents=args.latents, capacity=4096, latent_slots=args.latent_slots)
+    cfg.data.update(name="synthetic", seed=0, n_entities=2000, split="test", n_objectives=(2,), n_tasks=b,
+                    max_turns=4)
+    model = build.model(cfg)
+    task_set = build.tasks(cfg)
+    env = task_set.make_env()
+    tasks = task_set.tasks
     first = env.reset(tasks)
     # a second-turn prompt per task: the task, a previous response, retrieved documents
     actions = [f"<think>I look up {t['hops'][0][0]['entity']}.</think><search>{t['hops'][0][0]['entity']}</search>"
@@ -66,9 +70,8 @@ def main():
     params = SamplingParams(temperature=0, max_tokens=args.new_tokens, ignore_eos=True)
     res = {"batch": b, "new_tokens": args.new_tokens, "latents": args.latents, "weights": args.weights,
            "latent_slots": args.latent_slots}
-    with Engine(model, max_slots=b, max_len=2048) as eng:
-        policy = ActiveMem(model, eng, PolicyConfig(num_latents=args.latents, capacity=4096,
-                                                    latent_slots=args.latent_slots))
+    with build.engine(cfg, model) as eng:
+        policy = build.policy(cfg, model, eng)
         # a persistent tree with some structure, as after training
         rng = np.random.default_rng(0)
         tree = policy.tree
