@@ -55,7 +55,8 @@ class Model:
         _need(self.activation_dtype in ("", "float32", "bfloat16"),
               f"model.activation_dtype={self.activation_dtype!r}: '', float32 or bfloat16")
         _need(self.quant in ("", "int8"), f"model.quant={self.quant!r}: '' or int8")
-        _need(self.remat_policy in REMAT_POLICIES, f"model.remat_policy={self.remat_policy!r}: one of {REMAT_POLICIES}")
+        _need(self.remat_policy in REMAT_POLICIES,
+              f"model.remat_policy={self.remat_policy!r}: one of {REMAT_POLICIES}")
         _need(not (self.remat and self.remat_policy == "none"),
               "model.remat=True contradicts model.remat_policy='none': give one of them")
         _need(self.attention in ATTENTION, f"model.attention={self.attention!r}: one of {ATTENTION}")
