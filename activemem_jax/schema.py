@@ -24,10 +24,11 @@ import ml_collections
 
 from activemem_jax.envs.dossier import DEFAULTS as DOSSIER
 from activemem_jax.envs.dossier import check_sizes
+from activemem_jax.models.attention import IMPLEMENTATIONS as ATTENTION
+from activemem_jax.models.decoder import REMAT_POLICIES as _POLICIES
 from activemem_jax.sharding import DEFAULT_RULES
 
-ATTENTION = ("auto", "xla", "splash", "cudnn")
-REMAT_POLICIES = ("", "none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable")
+REMAT_POLICIES = ("", *_POLICIES)  # "": full when remat is on
 
 
 class ConfigError(ValueError):
