@@ -73,7 +73,8 @@ def server_config(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="OpenAI-compatible server on the activemem-jax engine")
-    ap.add_argument("--config", help="ml_collections config file with a `serve` section")
+    ap.add_argument("--config", help="ml_collections config file with model / engine / serve sections "
+                                     "(configs/serve_embedded.py)")
     ap.add_argument("--model", default=None, help="HF directory, .gguf file, or 'embedded'")
     ap.add_argument("--served-model-name", default=None,
                     help="more ids the model answers to, comma-separated (the --model value always works)")

@@ -56,13 +56,11 @@ _WHOLE = flags.DEFINE_bool("whole_model", True, "scanned layers: also compile ea
 
 def main(argv):
     del argv
-    from activemem_jax import build
-    from activemem_jax.tooling import aot, topologies
+    from activemem_jax import build, schema
+    from activemem_jax.config_files import flag_value
     from activemem_jax.models import UnsupportedModelError
     from activemem_jax.models.attention import resolve
-
-    from activemem_jax import schema
-    from activemem_jax.config_files import flag_value
+    from activemem_jax.tooling import aot, topologies
 
     cfg = flag_value(_CONFIG)
     only = [f.strip() for f in _ONLY.value if f.strip()]

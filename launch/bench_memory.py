@@ -55,7 +55,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", choices=("recall", "dossier"), default="recall",
                    help="recall: the table below; dossier: the ablation table (launch/memory_table.py)")
-    p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier 300")
+    p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier the config's (600)")
     p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
     p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
@@ -128,8 +128,11 @@ def _dossier(args):
     from activemem_jax.activemem.ablations import ABLATIONS
     from launch import memory_table
 
-    args.sft_steps = 300 if args.sft_steps is None else args.sft_steps
-    args.grpo_steps = 20 if args.grpo_steps is None else args.grpo_steps
+    from configs import activemem_dossier_cpu
+
+    t = activemem_dossier_cpu.get_config().train  # the config's own phases by default
+    args.sft_steps = t.sft_steps if args.sft_steps is None else args.sft_steps
+    args.grpo_steps = t.steps - t.sft_steps if args.grpo_steps is None else args.grpo_steps
     if args.variants == ",".join(VARIANTS):
         args.variants = ",".join(ABLATIONS)
     if args.curve_every == 25:
