@@ -48,7 +48,8 @@ class Model:
     quant: str = ""               # "" | int8 (evaluation and serving only)
     remat: bool = True
     scan_layers: bool = False     # one scanned layer body (paper configs) instead of unrolled layers
-    remat_policy: str = ""        # "" (full with remat) | none | full | dots_saveable | dots_with_no_batch_dims_saveable
+    remat_policy: str = ""        # "" (full with remat) | none | full | dots_saveable
+                                  # | dots_with_no_batch_dims_saveable
     attention: str = "auto"       # auto (splash on TPU, cudnn on GPU, xla on CPU) | xla | splash | cudnn
 
     def check(self) -> None:
@@ -192,11 +193,14 @@ class Optim:
     max_grad_norm: float = 1.0
     lr_grpo: float = 0.0          # > 0: GRPO's controller rate after an SFT warm start; 0: lr_controller
     decay_steps: int = 0          # > 0: the rate falls on a cosine to rate x final_lr_ratio at this
-    final_lr_ratio: float = 0.1   # training step (GRPO at lr_grpo keeps its own); 0: constant
+    final_lr_ratio: float = 0.1   # training step (GRPO at lr_grpo keeps its own); -1: over the SFT
+                                  # warm start (train.sft_steps, else all steps); 0: constant
 
     def check(self) -> None:
-        for name in ("lr_controller", "lr_lora", "weight_decay", "max_grad_norm", "warmup_steps", "decay_steps"):
+        for name in ("lr_controller", "lr_lora", "weight_decay", "max_grad_norm", "warmup_steps"):
             _need(getattr(self, name) >= 0, f"optim.{name}={getattr(self, name)}: need >= 0")
+        _need(self.decay_steps >= -1,
+              f"optim.decay_steps={self.decay_steps}: > 0 steps, -1 (the SFT warm start) or 0 (no decay)")
         _need(self.lr_grpo >= 0 and (not self.lr_grpo or self.lr_controller > 0),
               f"optim.lr_grpo={self.lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a non-zero "
               f"optim.lr_controller to scale from (it is {self.lr_controller})")

@@ -65,8 +65,6 @@ def run_config(variant: str, seed: int, args, out_dir: str):
     from configs import activemem_dossier_cpu
 
     cfg = activemem_dossier_cpu.get_config()
-    if cfg.optim.decay_steps == cfg.train.sft_steps:  # the config decays over its SFT phase: so does this run
-        cfg.optim.decay_steps = args.sft_steps
     cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps, seeds=())
     apply_overrides(cfg, list(args.set))
     cfg = apply_ablation(cfg, variant)

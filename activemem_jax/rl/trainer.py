@@ -35,7 +35,7 @@ from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import pow2
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from, step_lr_factor
+from activemem_jax.rl.update import TrainStep, decay_length, loss_config, optimizer_from, step_lr_factor
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,7 @@ class Trainer:
         # GRPO share one optimizer state
         lr_grpo = self.run.optim.lr_grpo
         self.grpo_scale = lr_grpo / o.lr_controller if lr_grpo else 1.0
+        self.decay_steps = decay_length(self.run.optim, self.run.train)
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
         self.sft_steps = self.run.train.sft_steps if t.algo == "grpo" else 0  # SFT warm start, then GRPO
@@ -188,15 +189,14 @@ class Trainer:
         (`step_lr_factor`, 1 without optim.decay_steps)."""
         if algo == "grpo" and self.grpo_scale != 1.0:
             return self.grpo_scale
-        return step_lr_factor(self.cfg, step)
+        return step_lr_factor(self.decay_steps, self.run.optim.final_lr_ratio, step)
 
     def _update_fn(self, algo: str, tree_only: bool) -> TrainStep:
         """The jitted update for (algo, tree_only), built on first use."""
         key = (algo, tree_only)
         if key not in self._updates:
             cfg = dataclasses.replace(self.loss_cfg, algo=algo, tree_only=tree_only)
-            self._updates[key] = TrainStep(self.model.graphdef, self.policy.graphdef, cfg, self.optimizer,
-                                           update_scale=self.grpo_scale if algo == "grpo" else 1.0)
+            self._updates[key] = TrainStep(self.model.graphdef, self.policy.graphdef, cfg, self.optimizer)
         return self._updates[key]
 
     @property

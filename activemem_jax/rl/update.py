@@ -68,21 +68,25 @@ def optimizer_from(cfg) -> optax.GradientTransformation:
     return make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
 
 
-def step_lr_factor(cfg, step: int) -> float:
-    """The rate's multiplier at training step `step` (from 1) under the optim section's decay:
-    1 with `decay_steps` 0; else a cosine from 1 (step 1) down to `final_lr_ratio` (step
-    decay_steps), held there after. It multiplies the optimizer's updates (`TrainStep`'s
-    scale), on top of the warm-up the optimizer counts in updates. A bad pair stops here,
-    naming the fields."""
-    o = cfg.optim
-    decay, final = int(o.get("decay_steps", 0)), float(o.get("final_lr_ratio", 0.1))
-    if decay < 0 or not 0.0 <= final <= 1.0:
-        raise ValueError(f"optim.decay_steps={decay}, optim.final_lr_ratio={final}: need decay_steps >= 0 "
-                         "(0: no decay) and 0 <= final_lr_ratio <= 1")
-    if decay <= 1:
+def decay_length(optim, train) -> int:
+    """The training steps the rate decays over: optim.decay_steps, or with -1 the SFT warm
+    start (train.sft_steps; all train.steps when there is none), so a run that changes its
+    SFT length decays over it; 0: no decay. (The schema checks the fields.)"""
+    n = int(optim.decay_steps)
+    if n == -1:
+        n = int(train.sft_steps) if train.algo == "grpo" and train.sft_steps else int(train.steps)
+    return n
+
+
+def step_lr_factor(decay_steps: int, final_lr_ratio: float, step: int) -> float:
+    """The rate's multiplier at training step `step` (from 1): 1 with decay_steps 0 (or 1);
+    else a cosine from 1 (step 1) down to final_lr_ratio (step decay_steps), held there
+    after. It multiplies the optimizer's updates (`TrainStep`'s scale), on top of the
+    warm-up the optimizer counts in updates."""
+    if decay_steps <= 1:
         return 1.0
-    frac = min(max(step - 1, 0) / (decay - 1), 1.0)
-    return final + (1.0 - final) * 0.5 * (1.0 + math.cos(math.pi * frac))
+    frac = min(max(step - 1, 0) / (decay_steps - 1), 1.0)
+    return final_lr_ratio + (1.0 - final_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * frac))
 
 
 def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,

@@ -129,13 +129,21 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
     cfg.train.update(sft_steps=1)
     trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
     try:
-        assert trainer._update_fn("grpo", False).update_scale == 0.25
-        assert trainer._update_fn("sft", False).update_scale == 1.0
         # GRPO at its own rate keeps it; SFT follows the decay (1 at step 1, the floor from step 5)
         assert [trainer.lr_scale("grpo", s) for s in (1, 9)] == [0.25, 0.25]
         np.testing.assert_allclose([trainer.lr_scale("sft", s) for s in (1, 3, 5, 9)], [1.0, 0.6, 0.2, 0.2])
     finally:
         trainer.close()
+    cfg.optim.update(decay_steps=-1)  # over the SFT warm start, whatever its length
+    cfg.train.update(sft_steps=3)
+    cfg.out_dir = str(tmp_path / "over_sft")
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        assert trainer.decay_steps == 3
+        np.testing.assert_allclose([trainer.lr_scale("sft", s) for s in (1, 2, 3)], [1.0, 0.6, 0.2])
+    finally:
+        trainer.close()
+    cfg.optim.update(decay_steps=5)
     cfg.optim.update(lr_grpo=-1.0)
     cfg.out_dir = str(tmp_path / "bad")
     with pytest.raises(ValueError, match="optim.lr_grpo"):
@@ -147,17 +155,23 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
 
 def test_step_lr_factor_is_a_cosine_to_the_floor():
     """optim.decay_steps: by hand, 0.5 (1 + cos(pi f)) from 1 at step 1 to final_lr_ratio
-    at step decay_steps, held after; no decay without decay_steps."""
+    at step decay_steps, held after; no decay without decay_steps; -1 is the SFT warm
+    start's length (all steps without one); anything below is refused, named."""
     import math
     import ml_collections
-    from activemem_jax.rl.update import step_lr_factor
+    from activemem_jax import schema
+    from activemem_jax.rl.update import decay_length, step_lr_factor
 
-    cfg = ml_collections.ConfigDict({"optim": {"decay_steps": 11, "final_lr_ratio": 0.1}})
-    f = [step_lr_factor(cfg, s) for s in (1, 6, 11, 50)]
+    f = [step_lr_factor(11, 0.1, s) for s in (1, 6, 11, 50)]
     assert f[0] == 1.0 and f[2] == pytest.approx(0.1) and f[3] == pytest.approx(0.1)
     assert f[1] == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # 0.55
-    cfg.optim.decay_steps = 0
-    assert step_lr_factor(cfg, 1000) == 1.0
-    cfg.optim.decay_steps = -1
-    with pytest.raises(ValueError, match="optim.decay_steps=-1"):
-        step_lr_factor(cfg, 1)
+    assert step_lr_factor(0, 0.1, 1000) == 1.0
+    train = ml_collections.ConfigDict({"algo": "grpo", "sft_steps": 600, "steps": 620})
+    optim = ml_collections.ConfigDict({"decay_steps": -1})
+    assert decay_length(optim, train) == 600
+    train.update(sft_steps=0)
+    assert decay_length(optim, train) == 620
+    optim.decay_steps = 7
+    assert decay_length(optim, train) == 7
+    with pytest.raises(schema.ConfigError, match="optim.decay_steps=-2"):
+        schema.section(schema.Optim, {"decay_steps": -2}, "optim")
