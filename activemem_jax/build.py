@@ -1,10 +1,11 @@
 """One place that turns a run config into its parts.
 
-The trainer, the train / eval launchers, the memory table, chat, aot and measure build
-a mesh, a backbone, an engine, a policy or a task set from a config (`configs/*.py`: the
-sections mesh, sharding, model, engine, policy, data) here, so a field means the same
-thing everywhere and a new switch is read in one place. (The speed benchmarks that size
-their own engines per measurement do not take a run config.) The training parts that sit above these (the optimizer and the jitted
+The trainer, the train / eval launchers, the server, HyMem's in-process engine, the
+memory benchmarks, bench_activemem, chat, aot and measure build a mesh, a backbone, an
+engine, a policy or a task set from a config (`configs/*.py`: the sections mesh,
+sharding, model, engine, policy, data) here, so a field means the same thing everywhere
+and a new switch is read in one place. (The speed benchmarks that size their own engines
+per measurement do not take a run config.) The training parts that sit above these (the optimizer and the jitted
 update's loss config) come from `rl.update.optimizer_from` and `rl.update.loss_config`,
 which the trainer and the AOT compiler share; this module never imports `rl`, so the
 trainer can build on it.

@@ -45,7 +45,7 @@ def server_config(args):
     """The config file's sections over the defaults, the flags over both; checked (a bad
     field stops here, named)."""
     from activemem_jax import schema
-    from activemem_jax.config_files import load_config
+    from activemem_jax.config_files import apply_overrides, load_config
 
     cfg = default_config()
     if args.config:
@@ -53,16 +53,12 @@ def server_config(args):
         unknown = sorted(set(given.keys()) - set(cfg.keys()))
         if unknown:
             raise SystemExit(f"config error: {args.config}: no such section {unknown[0]!r} (model, engine, serve)")
-        for name in given.keys():
-            for key, value in given[name].items():
-                if key not in cfg[name]:
-                    raise SystemExit(f"config error: {args.config}: {name}.{key}: no such config field")
-                cfg[name][key] = value
-    for flag, field in FLAGS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            section, key = field.split(".")
-            cfg[section][key] = value
+        try:
+            apply_overrides(cfg, [(f"{name}.{k}", v) for name in given.keys() for k, v in given[name].items()])
+        except KeyError as e:
+            raise SystemExit(f"config error: {args.config}: {e.args[0]}") from None
+    apply_overrides(cfg, [(field, getattr(args, flag)) for flag, field in FLAGS.items()
+                          if getattr(args, flag) is not None])
     try:
         schema.section(schema.Model, cfg.model, "model")
         schema.section(schema.Engine, cfg.engine, "engine")

@@ -34,10 +34,8 @@ def checkpoint_state(cfg) -> tuple:
     import jax
     import numpy as np
 
-    from activemem_jax.activemem import streams as stream_trees
+    from activemem_jax.activemem.rollout import initial_memory
     from activemem_jax.build import policy_config
-    from activemem_jax.memory import tree as hlmt
-    from activemem_jax.memory.query_space import init_query_space
     from activemem_jax.rl.update import optimizer_from
     from activemem_jax.tooling.aot import abstract_controller, model_config, runtime_options
 
@@ -47,13 +45,8 @@ def checkpoint_state(cfg) -> tuple:
     state = jax.tree.map(lambda s: (0.02 * rng.standard_normal(s.shape)).astype(s.dtype), abstract)
     params = {"controller": state, "lora": {}}  # as the trainer holds them
     opt_state = optimizer_from(cfg).init(params)
-    p = policy_config(cfg)
-    d = model_cfg.hidden_size
-    memory = {"tree": hlmt.init_tree(p.capacity, d, p.max_children, p.max_depth),
-              "query": init_query_space(d, p.query_components, p.query_window)}
-    if p.tree_scope == "stream":
-        memory["streams"] = stream_trees.init_store(p.stream_slots, p.capacity, d, p.max_children, p.max_depth)
-    memory = jax.tree.map(lambda x: np.asarray(x) + 0, memory)  # host arrays, as the trainer saves them
+    memory = initial_memory(policy_config(cfg), model_cfg.hidden_size)
+    memory = jax.tree.map(np.asarray, memory)  # host arrays, as the trainer saves them
     return params, opt_state, memory
 
 

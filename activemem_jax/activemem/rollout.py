@@ -90,6 +90,17 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> str:
     return text[: min(ends)] if ends else text
 
 
+def initial_memory(config: PolicyConfig, dim: int) -> dict:
+    """A fresh policy's memory, as `ActiveMem.memory_state` holds it: an empty tree, an
+    empty query space, and with tree_scope 'stream' the store of empty stream trees."""
+    out = {"tree": hlmt.init_tree(config.capacity, dim, config.max_children, config.max_depth),
+           "query": qs.init_query_space(dim, config.query_components, config.query_window)}
+    if config.tree_scope == "stream":
+        out["streams"] = stream_trees.init_store(config.stream_slots, config.capacity, dim, config.max_children,
+                                                 config.max_depth)
+    return out
+
+
 class ActiveMem:
     """The frozen backbone + controller + persistent latent memory tree."""
 
@@ -105,11 +116,8 @@ class ActiveMem:
             controller = Controller.from_policy(d, config, latent_init=emb, rngs=nnx.Rngs(seed))
         self.graphdef, self.params = nnx.split(controller)
         self.encoder = ObservationEncoder(model, config.max_obs_tokens)
-        self.tree = self.empty_tree()
-        self.streams = (self._replicated(stream_trees.init_store(config.stream_slots, config.capacity, d,
-                                                                 config.max_children, config.max_depth))
-                        if config.tree_scope == "stream" else None)
-        self.query = self._replicated(qs.init_query_space(d, config.query_components, config.query_window))
+        memory = {k: self._replicated(v) for k, v in initial_memory(config, d).items()}
+        self.tree, self.query, self.streams = memory["tree"], memory["query"], memory.get("streams")
         self._step = jax.jit(controller_step, static_argnums=(0, 9))
         self._finish = jax.jit(finish, static_argnums=(0,))
         self._finish_episodes = jax.jit(finish_episodes, static_argnums=(0,))
