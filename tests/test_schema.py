@@ -25,6 +25,14 @@ def test_the_base_config_is_the_schema_defaults():
     cfg = base_config()
     for name, section in schema.SECTIONS.items():
         assert schema.section(section, cfg[name], name) == section(), name
+    # and those defaults are still the paper's 6.1 values the base config held by hand before
+    run = schema.load(cfg)
+    assert (run.optim.lr_controller, run.optim.lr_lora, run.optim.warmup_steps, run.optim.max_grad_norm) == \
+        (1e-5, 1e-6, 50, 1.0)
+    assert (run.train.group_size, run.train.prompts_per_step, run.train.clip_eps, run.train.lambda_h) == (8, 8, 0.2, 0.5)
+    assert (run.model.dtype, run.model.remat, run.mesh.fsdp, run.engine.max_slots, run.engine.max_len) == \
+        ("bfloat16", True, -1, 64, 8192)
+    assert (run.checkpoint.every, run.checkpoint.keep, run.optim.decay_steps) == (50, 3, 0)
 
 
 @pytest.mark.parametrize("override, field", [
