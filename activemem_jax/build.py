@@ -4,8 +4,9 @@ The trainer, the train / eval launchers, the server, HyMem's in-process engine, 
 memory benchmarks, bench_activemem, chat, aot and measure build a mesh, a backbone, an
 engine, a policy or a task set from a config (`configs/*.py`: the sections mesh,
 sharding, model, engine, policy, data) here, so a field means the same thing everywhere
-and a new switch is read in one place. (The speed benchmarks that size their own engines
-per measurement do not take a run config.) The training parts that sit above these (the optimizer and the jitted
+and a new switch is read in one place. The speed benchmarks, which size their engines per
+measurement, build them here too from a config of the sections they set (`config`).
+The training parts that sit above these (the optimizer and the jitted
 update's loss config) come from `rl.update.optimizer_from` and `rl.update.loss_config`,
 which the trainer and the AOT compiler share; this module never imports `rl`, so the
 trainer can build on it.
@@ -18,6 +19,15 @@ trainer can build on it.
 from __future__ import annotations
 
 from typing import Optional
+
+
+def config(**sections):
+    """A run config holding only `sections` (`config(model={"path": "embedded"}, engine=
+    {"max_slots": 8, "max_len": 4096})`): what a tool that sizes its parts per measurement
+    passes to the builders below; a field it leaves out takes the builder's default."""
+    import ml_collections
+
+    return ml_collections.ConfigDict({name: dict(fields) for name, fields in sections.items()})
 
 
 def rules(cfg) -> Optional[dict]:
@@ -76,4 +86,4 @@ def tasks(cfg, backbone=None):
     return build_tasks(cfg, backbone)
 
 
-__all__ = ["engine", "mesh", "model", "policy", "policy_config", "rules", "tasks"]
+__all__ = ["config", "engine", "mesh", "model", "policy", "policy_config", "rules", "tasks"]

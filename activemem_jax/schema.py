@@ -126,8 +126,14 @@ class Data:
     index: str = ""               # search: an index directory | a JSONL corpus | a retrieval server
     corpus: str = ""
     retrieval_url: str = ""
-    path: str = ""                # gsm8k / math: the data file
+    path: str = ""                # gsm8k / math: the data file; gaia: its directory
     delimiter: str = ""           # delimiter steps (policy.step_mode)
+    world_seed: int = -1          # synthetic: the world's seed (-1: `seed`; tasks are drawn with `seed`)
+    kinds: tuple = ("chain", "constraint")  # synthetic: the question kinds drawn
+    queries: str = ""             # browsecomp_plus: the queries file (its corpus: `corpus`)
+    canary: str = ""              #   the key of an encrypted queries file
+    balance: str = ""             #   "" first n_tasks | a level field | evidence_terciles
+    text_only: str = ""           # gaia (paper A.1): "" all | no_attachment | readable_attachment
 
     def check(self) -> None:
         _need(self.n_tasks >= 1, f"data.n_tasks={self.n_tasks}: need >= 1")
@@ -135,6 +141,10 @@ class Data:
         _need(self.retrieval_topk >= 1, f"data.retrieval_topk={self.retrieval_topk}: need >= 1")
         _need(self.bad_rows in ("strict", "skip"), f"data.bad_rows={self.bad_rows!r}: strict or skip")
         _need(0.0 <= self.fraction <= 1.0, f"data.fraction={self.fraction}: a share, in [0, 1]")
+        _need(self.text_only in ("", "no_attachment", "readable_attachment"),
+              f"data.text_only={self.text_only!r}: '', no_attachment or readable_attachment")
+        _need(self.kinds and set(self.kinds) <= {"chain", "constraint"},
+              f"data.kinds={self.kinds}: chain and/or constraint")
         if self.name == "dossier":
             try:
                 check_sizes(dict(self.dossier))

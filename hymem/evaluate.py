@@ -20,8 +20,10 @@ standard deviation, and its Pass@1 per group of the task family (N objectives, a
 run. A dead endpoint (`model.max_consecutive_failures` failed calls in a row, after
 retries with backoff) raises `EndpointDown`; finished rows and the summary are kept.
 
-The benchmark section's options (bad_rows, text_only, balance) are the task families'
-(activemem_jax/tasks/agents.py); a task's tools are its family's toolbox (search over the
+The config is checked at the start (`hymem.run_config`); its `data` section names the
+task family and its files with the fields ActiveMem's configs use, and its options
+(bad_rows, text_only, balance, retrieval_url) are the task families'
+(activemem_jax/tasks/agents.py, synthetic.py); a task's tools are its family's toolbox (search over the
 corpus, parse_file over the task's own attachment only: docs/design.md#benchmark-hygiene).
 
 Importing this module imports no JAX.
@@ -35,15 +37,6 @@ import os
 import statistics
 import sys
 import time
-
-
-def benchmark_section(cfg):
-    """cfg.benchmark with the run's `retrieval_url` (a Search-R1-style server instead of
-    local BM25), as the task families read it."""
-    b = cfg.benchmark.copy_and_resolve_references()
-    with b.unlocked():
-        b.retrieval_url = cfg.get("retrieval_url", "") or ""
-    return b
 
 
 def make_client(cfg):
@@ -256,7 +249,10 @@ def evaluate(cfg, client=None) -> dict:
     from hymem.llm import EndpointDown
     from hymem.tools import search_tools
 
-    ts = build_section(benchmark_section(cfg))
+    from hymem.run_config import load
+
+    load(cfg)  # every field checked before a model is read (a ConfigError names the first bad one)
+    ts = build_section(cfg.data, where="data")
     tasks = ts.tasks
     search = search_tools(ts.search, list(ts.documents)) if ts.search is not None else []  # GAIA: files only
     client = guard(client or make_client(cfg), cfg)

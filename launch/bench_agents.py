@@ -20,110 +20,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import argparse
 import json
-import re
 import statistics
 import time
 
+from hymem.oracle import OracleClient, PacedOracleClient
 from launch.bench_report import write_json
-
-
-class OracleClient:
-    """Plays every context space from the gold hop chains of one task."""
-
-    def __init__(self, task, world, tokenizer):
-        self.task, self.world, self.tok = task, world, tokenizer
-        self.hops = [h for q in task["hops"] for h in q]
-        self.done_hops = 0
-
-    def _count(self, messages) -> int:
-        return sum(len(self.tok(m["content"])["input_ids"]) for m in messages)
-
-    def _fact(self, hop) -> str:
-        from activemem_jax.data.oracle import read_fact
-
-        doc = next(d for d in self.world.documents if d["docid"] == hop["docid"])
-        value = read_fact(doc, hop["entity"], hop["relation"]) if hop["relation"] else hop["entity"]
-        return f"{hop['entity']}: {hop['relation'] or 'matches'} = {value}"
-
-    def complete(self, messages, tag=None, **sampling):
-        from hymem.llm import Completion
-
-        last = messages[-1]["content"]
-        answer = "<answer>" + "; ".join(a[0] for a in self.task["answers"]) + "</answer><confidence>0.9</confidence>"
-        if tag == "thread":  # THREAD's root: one child thread per hop, then the answer
-            if self.done_hops >= len(self.hops):
-                text = "<think>every child returned</think>" + answer
-            else:
-                hop = self.hops[self.done_hops]
-                self.done_hops += 1
-                text = f"<think>delegate</think><spawn>Find the {hop['relation']} of {hop['entity']}</spawn>"
-        elif tag and tag.startswith("thread:"):  # a child: search, then answer with the fact
-            hop = self.hops[self.done_hops - 1]
-            if "<observation>" not in last:
-                text = (f'<think>search</think><tool_call>{{"name": "web_search", "arguments": '
-                        f'{{"keywords": "{hop["entity"]}"}}}}</tool_call>')
-            else:
-                text = f"<think>found</think><answer>{self._fact(hop)}</answer><confidence>0.9</confidence>"
-        elif tag == "amem:note":  # A-MEM's note construction for the observation just made
-            hop = self.hops[max(self.done_hops - 1, 0)]
-            text = json.dumps({"keywords": [hop["entity"], hop["relation"] or "entity"], "context": self._fact(hop),
-                               "tags": ["search", hop["relation"] or "entity", "evidence"]})
-        elif tag == "amem:evolve":  # link the new note to its nearest one
-            listed = last.split("Nearest notes:\n", 1)[-1]
-            first = re.match(r"(\d+):", listed)
-            text = json.dumps({"links": [int(first.group(1))] if first else [], "updates": []})
-        elif tag in ("planner", "react", "summary", "resum", "amem"):
-            if self.done_hops >= len(self.hops):
-                text = "<think>all hops done</think>" + answer
-            else:
-                hop = self.hops[self.done_hops]
-                self.done_hops += 1
-                text = (f"<think>next I need {hop['relation']} of {hop['entity']}</think>"
-                        + (f"<task>Find the {hop['relation']} of {hop['entity']}</task>" if tag == "planner" else
-                           f'<tool_call>{{"name": "web_search", "arguments": {{"keywords": "{hop["entity"]}"}}}}</tool_call>'))
-        elif tag == "executor":
-            if "<observation>" not in last:
-                target = messages[1]["content"].split("Search target: ", 1)[-1]
-                entity = re.sub(r"^Find the \S+ of ", "", target).split("\n")[0]
-                text = f'<think>search</think><tool_call>{{"name": "web_search", "arguments": {{"keywords": "{entity}"}}}}</tool_call>'
-            else:
-                hop = self.hops[self.done_hops - 1]
-                text = (f"<think>found</think><results>FINDINGS: {self._fact(hop)}\nSOURCES: {hop['docid']}\n"
-                        f"STATUS: success\nGAPS: none</results>")
-        elif tag and tag.startswith("memory:"):
-            kind = tag.split(":")[1]
-            progress = f"{self.done_hops} of {len(self.hops)} hops resolved"
-            text = json.dumps({"episode": {"task_description": "answer the questions", "key_events": [],
-                                           "current_progress": progress},
-                               "working": {"immediate_goal": progress, "current_challenges": "",
-                                           "active_hypotheses": [], "next_actions": []},
-                               "tool": {"tools_used": [{"tool_name": "web_search", "call_count": self.done_hops}],
-                                        "derived_rules": ["search entity names"], "useful_sources": []}}[kind])
-        elif tag == "distill":  # phi(o | d): the fact the current hop needs, as a distiller keeps it
-            text = self._fact(self.hops[max(self.done_hops - 1, 0)]) if self.hops else "NONE"
-        else:  # summarize
-            text = f"Summary: {self.done_hops} hops resolved so far."
-        return Completion(text=text, prompt_tokens=self._count(messages),
-                          completion_tokens=len(self.tok(text)["input_ids"]))
-
-
-class PacedOracleClient:
-    """The oracle's replies, paced by the real engine: each call prefills the agent's
-    actual prompt and decodes as many tokens as the oracle's reply (greedy, EOS ignored),
-    so both agents follow the same protocol and pay real prefill, prefix-cache and
-    decode costs for the contexts they build."""
-
-    def __init__(self, oracle, engine):
-        self.oracle, self.engine = oracle, engine
-
-    def complete(self, messages, tag=None, **sampling):
-        from activemem_jax.engine import SamplingParams
-        from hymem.llm import Completion
-
-        reply = self.oracle.complete(messages, tag)
-        out = self.engine.submit(list(messages), SamplingParams(
-            temperature=0, max_tokens=max(reply.completion_tokens, 1), ignore_eos=True)).result()
-        return Completion(reply.text, out.prompt_tokens, out.completion_tokens, out.cached_tokens)
 
 
 def context_by_turn(trace, space):
@@ -142,22 +43,27 @@ def main():
     ap.add_argument("--out", default="bench_results/agents.json")
     args = ap.parse_args()
 
-    from activemem_jax.data import synthetic_world
-    from activemem_jax.data.retrieval import BM25Retriever
-    from activemem_jax.models import load_pretrained
+    from activemem_jax import build
+    from activemem_jax.tasks import build_section
+    from activemem_jax.tasks.synthetic import synthetic_section
     from hymem import HyMemAgent, HyMemConfig, Toolbox, search_tools
     from hymem.baselines import BaselineConfig, FlatAgent
 
-    world = synthetic_world.generate(seed=0)
-    tools = Toolbox(search_tools(BM25Retriever(world.documents), world.documents))
-    model = load_pretrained("embedded")
+    ns = [int(x) for x in args.objectives.split(",")]
+    # the synthetic family (activemem_jax/tasks/synthetic.py): world 0, chain questions of the
+    # dev split drawn with seed 1 for every N; the free run's one task (any kind) with seed 2
+    ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(ns), n_tasks=args.tasks,
+                                         kinds=("chain",)))
+    world, by_n = ts.source, ts.by_group()
+    tools = Toolbox(search_tools(ts.search, list(ts.documents)))
+    model = build.model(build.config(model={"path": "embedded"}))
     tok = model.tokenizer
     rows = []
     big = {"planner_turns": 40, "fold_executor_calls": 5}
     print(f"{'N':>3} {'agent':8} {'turns':>5} {'ctx@1':>6} {'ctx@12':>7} {'peak ctx':>8} {'tokens':>8} "
           f"{'tools':>5} {'wall s':>7}")
-    for n in (int(x) for x in args.objectives.split(",")):
-        tasks = synthetic_world.make_tasks(world, "dev", n, args.tasks, seed=1, kinds=("chain",))
+    for n in ns:
+        tasks = by_n[n]
         for name in ("hymem", "react", "resum"):
             per = []
             for task in tasks:
@@ -185,7 +91,7 @@ def main():
             print(f"{n:>3} {name:8} {row['turns']:>5.1f} {row['ctx_turn1']:>6.0f} {row['ctx_turn12']:>7.0f} "
                   f"{row['peak_ctx']:>8} {row['tokens']:>8.0f} {row['tool_calls']:>5.1f} {row['wall_s']:>7.3f}")
     ratios = {}
-    for n in (int(x) for x in args.objectives.split(",")):
+    for n in ns:
         h = next(r for r in rows if r["agent"] == "hymem" and r["n_objectives"] == n)
         r = next(r for r in rows if r["agent"] == "react" and r["n_objectives"] == n)
         ratios[n] = h["ctx_turn12"] / r["ctx_turn12"]
@@ -193,16 +99,16 @@ def main():
           + ", ".join(f"N={n}: {v:.2f}" for n, v in ratios.items()))
     result = {"oracle": rows, "planner_over_react_turn12": ratios}
     if args.embedded:
-        from activemem_jax.engine import Engine
         from hymem.llm import EngineClient
 
         if args.weights == "bf16w":
-            model = load_pretrained("embedded", dtype="bfloat16", activation_dtype="float32")
+            model = build.model(build.config(model={"path": "embedded", "dtype": "bfloat16",
+                                                    "activation_dtype": "float32"}))
         timing = {}
         if not args.paced_only:  # the embedded model's own free run
-            engine = Engine(model, max_slots=8, max_len=4096)
+            engine = build.engine(build.config(engine={"max_slots": 8, "max_len": 4096}), model)
             client = EngineClient(engine, max_tokens=64)
-            task = synthetic_world.make_tasks(world, "dev", 1, 1, seed=2)[0]
+            task = build_section(synthetic_section(world_seed=0, seed=2, n_objectives=(1,), n_tasks=1)).tasks[0]
             for rep in range(2):  # the first pass compiles every shape; the second is timed
                 for name in ("hymem", "react"):
                     cfg = dict(sampling={"temperature": 0.0, "max_tokens": 64})
@@ -217,13 +123,13 @@ def main():
                                     "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
                                     "cached_tokens": sum(e.get("cached_tokens", 0) for e in calls)}
             engine.close()
-        engine = Engine(model, max_slots=8, max_len=8192)  # the server's default slots
+        engine = build.engine(build.config(engine={"max_slots": 8, "max_len": 8192}), model)  # the server's slots
         paced = {}
-        for n in (int(x) for x in args.objectives.split(",")):
+        for n in ns:
             if n > 4:  # ReAct's flat context passes 8,192 tokens (11k at N=8): beyond this CPU's memory
                 print(f"oracle paced by the engine, N={n}: skipped (ReAct's context outgrows the 8,192-token engine)")
                 continue
-            task = synthetic_world.make_tasks(world, "dev", n, 1, seed=1, kinds=("chain",))[0]
+            task = by_n[n][0]  # the first of the same draw (make_tasks draws task i the same for any count)
             for rep in range(2):  # the first pass compiles; the second is timed
                 for name in ("hymem", "react"):
                     client = PacedOracleClient(OracleClient(task, world, tok), engine)

@@ -31,43 +31,12 @@ import argparse
 import statistics
 import time
 
+from hymem.oracle import METRICS, AccountingClient, OracleClient
 from launch.bench_report import write_json
-
-METRICS = ("planner_context", "prompt_tokens", "uncached_prompt_tokens", "decoded_tokens", "dependency_length",
-           "model_calls")
-
-
-class AccountingClient:
-    """The oracle's replies, each call accounted as the engine would see it."""
-
-    def __init__(self, oracle, model, cache):
-        self.oracle, self.model, self.cache = oracle, model, cache
-        self.persistent_space = "planner"  # set to the agent's own before it runs
-        self.totals = dict.fromkeys(METRICS, 0)
-
-    def complete(self, messages, tag=None, **sampling):
-        from hymem.llm import Completion
-
-        reply = self.oracle.complete(messages, tag)
-        prompt = self.model.encode_chat(list(messages))
-        completion = self.model.tokenizer(reply.text)["input_ids"]
-        cached = self.cache.serve(prompt, completion)
-        c, n = len(prompt), len(completion)
-        t = self.totals
-        t["prompt_tokens"] += c
-        t["uncached_prompt_tokens"] += c - cached
-        t["decoded_tokens"] += n
-        t["dependency_length"] += (c + n / 2) * n
-        t["model_calls"] += 1
-        if tag == self.persistent_space:
-            t["planner_context"] = max(t["planner_context"], c)
-        return Completion(reply.text, c, n, cached)
-
 
 def run(agent_name, task, world, tools, model, slots, rows) -> dict:
     from activemem_jax.engine.prefix_policy import PrefixCacheModel
     from hymem import build
-    from launch.bench_agents import OracleClient
 
     hops = sum(len(h) for h in task["hops"])
     client = AccountingClient(OracleClient(task, world, model.tokenizer), model, PrefixCacheModel(slots, rows))
@@ -94,20 +63,25 @@ def main(argv=None):
     ap.add_argument("--out", default="bench_results/horizon.json")
     args = ap.parse_args(argv)
 
-    from activemem_jax.data import synthetic_world
-    from activemem_jax.data.retrieval import BM25Retriever
-    from activemem_jax.models import load_pretrained
+    from activemem_jax import build
+    from activemem_jax.tasks import build_section
+    from activemem_jax.tasks.synthetic import synthetic_section
     from hymem import Toolbox, search_tools
 
-    world = synthetic_world.generate(seed=0)
-    tools = Toolbox(search_tools(BM25Retriever(world.documents), world.documents))
-    model = load_pretrained("embedded")
+    ns = [int(x) for x in args.objectives.split(",")]
+    # the synthetic family (activemem_jax/tasks/synthetic.py): world 0, chain questions of
+    # the dev split drawn with seed 1, for every N
+    ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(ns), n_tasks=args.tasks,
+                                         kinds=("chain",)))
+    world, by_n = ts.source, ts.by_group()
+    tools = Toolbox(search_tools(ts.search, list(ts.documents)))
+    model = build.model(build.config(model={"path": "embedded"}))
     rows, t0 = [], time.perf_counter()
     print(f"prefix cache model: {args.slots} slots x {args.rows} tokens; means over {args.tasks} tasks")
     print(f"{'N':>3} {'agent':6} {'hops':>5} {'planner ctx':>11} {'prompt':>10} {'uncached':>10} "
           f"{'decoded':>8} {'dependency':>14} {'calls':>6} {'solved':>6} {'folds/notes/spawns':>18}")
-    for n in (int(x) for x in args.objectives.split(",")):
-        tasks = synthetic_world.make_tasks(world, "dev", n, args.tasks, seed=1, kinds=("chain",))
+    for n in ns:
+        tasks = by_n[n]
         for name in args.agents.split(","):
             per = [run(name, task, world, tools, model, args.slots, args.rows) for task in tasks]
             row = {"n_objectives": n, "agent": name, "hops": statistics.mean(p["hops"] for p in per),

@@ -1,7 +1,7 @@
 """Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
 
     python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
-    python -m launch.bench_memory --task dossier [--quick]   # the ablation table: launch/memory_table.py
+    python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -54,7 +54,7 @@ def _config(overrides: dict, args, out_dir: str):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", choices=("recall", "dossier"), default="recall",
-                   help="recall: the table below; dossier: the ablation table (launch/memory_table.py)")
+                   help="recall: the table below; dossier: the ablation table (activemem_jax/rl/ablation_table.py)")
     p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier the config's (600)")
     p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
@@ -82,7 +82,7 @@ def main():
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.envs.recall import make_recall_tasks
     from activemem_jax.rl.trainer import Trainer
-    from launch.memory_table import train_with_curve
+    from activemem_jax.rl.ablation_table import train_with_curve
 
     t_start = time.perf_counter()
     base = _config({}, args, "")
@@ -126,11 +126,12 @@ def main():
 
 def _dossier(args):
     from activemem_jax.activemem.ablations import ABLATIONS
-    from launch import memory_table
+    from activemem_jax.rl import ablation_table
 
     from configs import activemem_dossier_cpu
 
-    t = activemem_dossier_cpu.get_config().train  # the config's own phases by default
+    base = activemem_dossier_cpu.get_config()
+    t = base.train  # the config's own phases by default
     args.sft_steps = t.sft_steps if args.sft_steps is None else args.sft_steps
     args.grpo_steps = t.steps - t.sft_steps if args.grpo_steps is None else args.grpo_steps
     if args.variants == ",".join(VARIANTS):
@@ -142,10 +143,10 @@ def _dossier(args):
         args.sft_steps, args.grpo_steps = max(1, args.sft_steps // 3), max(1, args.grpo_steps // 3)
     if args.out == "bench_results/memory.json":
         args.out = "bench_results/memory_table.json"
-    summary = memory_table.run_table(args)
-    print(memory_table.format_table(summary))
+    summary = ablation_table.run_table(args, base)
+    print(ablation_table.format_table(summary))
     print(f"total {summary['total_time_s']:.0f} s")
-    memory_table.write(summary, args.out)
+    ablation_table.write(summary, args.out)
 
 
 if __name__ == "__main__":

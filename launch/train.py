@@ -46,7 +46,7 @@ def evaluate_before_after(trainer, cfg) -> dict:
     held = d.copy_and_resolve_references()
     with held.unlocked():
         held.update({"n_objectives": tuple(e.n_objectives), "n_tasks": e.n_tasks, "seed": d.seed + 1,
-                     "world_seed": d.get("world_seed", d.seed), "split": e.split, "format_reward": 0.0})
+                     "world_seed": d.seed if d.get("world_seed", -1) < 0 else d.world_seed, "split": e.split, "format_reward": 0.0})
         for key in ("qa_files", "path"):
             if e.get(key):
                 held[key] = e[key]

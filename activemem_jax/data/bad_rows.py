@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 POLICIES = ("strict", "skip")
 MERGED = "exact duplicate of an earlier row (same id and content; merged)"
 SHOWN = 3  # rows named per reason in the summary
-HINT = "config data.bad_rows or benchmark.bad_rows, or the loader's bad_rows argument"
+HINT = "config data.bad_rows, or the loader's bad_rows argument"
 
 Row = Union[int, str]
 

@@ -57,6 +57,8 @@ class TaskSet:
     group: `group(task) -> key`, how results are grouped (N objectives by default; a
         difficulty level for the agent benchmarks).
     make_toolbox: HyMem's toolbox factory, `make_toolbox(task, search_tools)`.
+    source: what the tasks were drawn from, where a family has one object for it (the
+        synthetic world: the benchmarks' oracle clients read its facts); None elsewhere.
 
     A TaskSet unpacks as (tasks, make_env, search), the tuple builders returned before.
     """
@@ -68,6 +70,7 @@ class TaskSet:
     score: Optional[Callable[[dict, str], float]] = answer_score
     group: Callable[[dict], Hashable] = n_objectives
     make_toolbox: Callable = task_toolbox
+    source: Any = None
 
     def __iter__(self):
         return iter((self.tasks, self.make_env, self.search))
@@ -85,7 +88,7 @@ def build_tasks(cfg, model=None) -> TaskSet:
     return require_env(build_section(cfg.data, model, "data"), cfg.data.name, "data")
 
 
-def require_env(ts: TaskSet, name: str, where: str = "benchmark") -> TaskSet:
+def require_env(ts: TaskSet, name: str, where: str = "data") -> TaskSet:
     """ts, if ActiveMem can run it (it has an environment factory)."""
     if ts.make_env is None:
         raise ValueError(f"{where}.name={name!r} is an agent benchmark with no ActiveMem environment: "
@@ -94,7 +97,7 @@ def require_env(ts: TaskSet, name: str, where: str = "benchmark") -> TaskSet:
     return ts
 
 
-def build_section(d, model=None, where: str = "benchmark") -> TaskSet:
+def build_section(d, model=None, where: str = "data") -> TaskSet:
     """The TaskSet of any config section with a `name` (`data`, an evaluation's
     `benchmark`); `model` only for the families that need it (first_token)."""
     if d.name not in BUILDERS:

@@ -40,7 +40,7 @@ def gaia_keeps(row: dict, text_only: str) -> bool:
     from hymem.tools import READABLE_EXTENSIONS
 
     if text_only not in ("", "no_attachment", "readable_attachment"):
-        raise ValueError(f"benchmark.text_only={text_only!r}: '', no_attachment or readable_attachment")
+        raise ValueError(f"data.text_only={text_only!r}: '', no_attachment or readable_attachment")
     path = row.get("file_path")
     if not text_only or not path:
         return True
@@ -94,7 +94,7 @@ def levels(rows: list, balance: str) -> Callable[[dict], object]:
             "medium" if len(r.get("evidence_docs") or []) < cuts[1] else "hard")
     missing = [r["id"] for r in rows if r.get(balance) in (None, "")]
     if missing:
-        raise ValueError(f"benchmark.balance={balance!r}: {len(missing)} queries have no {balance!r} field "
+        raise ValueError(f"data.balance={balance!r}: {len(missing)} queries have no {balance!r} field "
                          f"(first: {missing[0]}); add it to the queries file, or use balance="
                          f"'evidence_terciles' or ''")
     return lambda r: str(r[balance])
@@ -116,7 +116,7 @@ def select_balanced(rows: list, balance: str, n: int, seed: int = 0) -> list:
     rng = random.Random(seed)
     short = {k: len(v) for k, v in by_level.items() if len(v) < per}
     if short:
-        raise ValueError(f"benchmark.balance={balance!r}: {n} tasks need {per} per level; levels {short} "
+        raise ValueError(f"data.balance={balance!r}: {n} tasks need {per} per level; levels {short} "
                          f"have fewer")
     out = []
     for k in sorted(by_level):

@@ -82,8 +82,8 @@ def test_a_file_with_nothing_usable_is_an_error_and_a_wrong_policy_names_the_fie
         loaders.load_flashrag(empty, bad_rows="skip")
     with pytest.raises(ValueError, match=r"bad_rows='lenient': use 'strict' .* or 'skip'"):
         loaders.load_flashrag(empty, bad_rows="lenient")
-    with pytest.raises(ValueError, match=r"^benchmark.bad_rows='Skip'"):
-        check_policy("Skip", "benchmark.bad_rows")
+    with pytest.raises(ValueError, match=r"^data.bad_rows='Skip'"):
+        check_policy("Skip", "data.bad_rows")
 
 
 def test_the_other_loaders_take_the_policy(tmp_path, caplog):
@@ -139,7 +139,7 @@ def test_the_data_section_carries_the_policy_to_the_tasks(multihop):
     from configs.activemem_eval_qa import get_config as eval_qa
     from configs.agents_synthetic import get_config as agents
 
-    assert base_config().data.bad_rows == eval_qa().data.bad_rows == agents().benchmark.bad_rows == "strict"
+    assert base_config().data.bad_rows == eval_qa().data.bad_rows == agents().data.bad_rows == "strict"
 
 
 def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader(tmp_path):
@@ -150,14 +150,14 @@ def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader
     write(gaia / "metadata.jsonl", [{"task_id": "t1", "Question": "How many?", "Final answer": "4"},
                                     {"task_id": "t2", "Final answer": "5"}])
     cfg = get_config()
-    cfg.benchmark.update(name="gaia", path=str(gaia), n_tasks=10)
+    cfg.data.update(name="gaia", path=str(gaia), n_tasks=10)
     with pytest.raises(KeyError, match="row 2 has no 'Question' field"):
-        build_section(cfg.benchmark)
-    cfg.benchmark.bad_rows = "skip"
-    assert [t["id"] for t in build_section(cfg.benchmark).tasks] == ["t1"]
+        build_section(cfg.data)
+    cfg.data.bad_rows = "skip"
+    assert [t["id"] for t in build_section(cfg.data).tasks] == ["t1"]
     run = subprocess.run([sys.executable, "-m", "launch.eval_agents", "--config", "configs/agents_synthetic.py",
-                          "--config.benchmark.name=gaia", f"--config.benchmark.path={gaia}",
-                          "--config.benchmark.bad_rows=lenient", f"--config.out_dir={tmp_path / 'out'}"],
+                          "--config.data.name=gaia", f"--config.data.path={gaia}",
+                          "--config.data.bad_rows=lenient", f"--config.out_dir={tmp_path / 'out'}"],
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode != 0 and "benchmark.bad_rows='lenient': use 'strict'" in run.stderr
+    assert run.returncode != 0 and "data.bad_rows='lenient'" in run.stderr
     assert not (tmp_path / "out").exists()  # stopped before anything ran

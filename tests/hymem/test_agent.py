@@ -222,7 +222,7 @@ def test_eval_harness_reads_gaia_files_with_a_scripted_client(tmp_path):
     (gaia / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = base.get_config()
     cfg.agents = ("hymem", "react")
-    cfg.benchmark.name, cfg.benchmark.path, cfg.benchmark.n_tasks = "gaia", str(gaia), 5
+    cfg.data.name, cfg.data.path, cfg.data.n_tasks = "gaia", str(gaia), 5
     cfg.out_dir = str(tmp_path / "out")
     parse = '<tool_call>{"name": "parse_file", "arguments": {"file_path": "t1.txt"}}</tool_call>'
     client = ScriptedClient({"planner": [TASK, "<answer>Pelican</answer><confidence>1</confidence>"],
@@ -248,7 +248,7 @@ def test_eval_harness_reads_browsecomp_plus_with_a_scripted_client(tmp_path):
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
     cfg = base.get_config()
     cfg.agents = ("hymem", "resum")
-    cfg.benchmark.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
+    cfg.data.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
                               corpus=str(tmp_path / "c.jsonl"), canary=canary, n_tasks=5))
     cfg.out_dir = str(tmp_path / "out")
     client = ScriptedClient({"planner": [TASK, ANSWER], "executor": [SEARCH, RESULTS],

@@ -33,7 +33,7 @@ def _cfg(gaia, tmp_path, **bench):
     import configs.agents_synthetic as base
 
     cfg = base.get_config()
-    cfg.benchmark.update({"name": "gaia", "path": str(gaia), "n_tasks": 10, **bench})
+    cfg.data.update({"name": "gaia", "path": str(gaia), "n_tasks": 10, **bench})
     cfg.out_dir = str(tmp_path / "out")
     return cfg
 
@@ -49,7 +49,7 @@ def _probes(gaia):
 def test_no_tool_of_any_task_can_read_the_metadata(gaia, tmp_path):
     from activemem_jax.tasks import build_section, task_toolbox
 
-    ts = build_section(_cfg(gaia, tmp_path).benchmark)
+    ts = build_section(_cfg(gaia, tmp_path).data)
     tasks = ts.tasks
     assert [t["id"] for t in tasks] == ["t1", "t2", "t3"] and not ts.documents and ts.search is None
     assert ts.make_toolbox is task_toolbox and list(ts.by_group()) == [1, 2]  # GAIA's levels
@@ -96,7 +96,7 @@ def test_the_question_names_the_attachment_and_the_run_never_sees_gold(gaia, tmp
 def test_text_only_filter(gaia, tmp_path, text_only, ids):
     from activemem_jax.tasks import build_section
 
-    tasks = build_section(_cfg(gaia, tmp_path, text_only=text_only).benchmark).tasks
+    tasks = build_section(_cfg(gaia, tmp_path, text_only=text_only).data).tasks
     assert [t["id"] for t in tasks] == ids
     assert all(os.path.basename(f) in t["question"] for t in tasks for f in t["files"])
 
@@ -104,15 +104,13 @@ def test_text_only_filter(gaia, tmp_path, text_only, ids):
 def test_the_runs_retrieval_server_is_the_search_of_every_agent_benchmark(gaia, tmp_path):
     from activemem_jax.data.retrieval import BM25Retriever, RemoteRetriever
     from activemem_jax.tasks import build_section
-    from hymem.evaluate import benchmark_section
 
     cfg = _cfg(gaia, tmp_path)
-    assert build_section(benchmark_section(cfg)).search is None  # GAIA without a server: files only
-    cfg.retrieval_url = "http://127.0.0.1:9/"
-    ts = build_section(benchmark_section(cfg))
+    assert build_section(cfg.data).search is None  # GAIA without a server: files only
+    cfg.data.retrieval_url = "http://127.0.0.1:9/"
+    ts = build_section(cfg.data)
     assert isinstance(ts.search, RemoteRetriever) and ts.search.url == "http://127.0.0.1:9/retrieve"
-    cfg.benchmark.update(name="synthetic", n_entities=50, n_objectives=(1,), n_tasks=1)
-    assert isinstance(build_section(benchmark_section(cfg)).search, RemoteRetriever)
-    cfg.retrieval_url = ""
-    assert isinstance(build_section(benchmark_section(cfg)).search, BM25Retriever)
-    assert "retrieval_url" not in cfg.benchmark  # the run's config is left as it was
+    cfg.data.update(name="synthetic", n_entities=50, n_objectives=(1,), n_tasks=1)
+    assert isinstance(build_section(cfg.data).search, RemoteRetriever)
+    cfg.data.retrieval_url = ""
+    assert isinstance(build_section(cfg.data).search, BM25Retriever)

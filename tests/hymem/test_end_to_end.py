@@ -23,8 +23,8 @@ def test_hymem_and_react_on_the_synthetic_benchmark(tmp_path, embedded_model):
 
     cfg = base.get_config()
     cfg.agents = ("hymem", "react")
-    cfg.benchmark.n_objectives = (1,)
-    cfg.benchmark.n_tasks = 3
+    cfg.data.n_objectives = (1,)
+    cfg.data.n_tasks = 3
     cfg.hymem.update(dict(planner_turns=2, execute_turns=2, max_iso_reasoning=1, max_iso_reasoning_turn=1,
                           context_window=3000))
     cfg.baselines.update(dict(max_turns=3, context_window=3000))

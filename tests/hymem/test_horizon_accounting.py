@@ -2,7 +2,7 @@
 
 from activemem_jax.engine.prefix_policy import PrefixCacheModel
 from hymem import ScriptedClient
-from launch.bench_horizon import AccountingClient
+from hymem.oracle import AccountingClient
 
 
 class WordModel:

@@ -130,7 +130,7 @@ def _eval_cfg(tmp_path, **model):
 
     cfg = base.get_config()
     cfg.agents = ("hymem", "react")
-    cfg.benchmark.update(dict(n_entities=50, n_objectives=(1,), n_tasks=2))
+    cfg.data.update(dict(n_entities=50, n_objectives=(1,), n_tasks=2))
     cfg.model.update(dict(backoff_s=0.0, **model))
     cfg.concurrency = 2
     cfg.out_dir = str(tmp_path / "out")

@@ -68,7 +68,7 @@ def test_browsecomp_plus_as_a1_runs_it_balanced_levels_and_three_trials(tmp_path
     cfg = _eval_cfg(tmp_path)
     cfg.agents = ("react",)
     cfg.trials = 3
-    cfg.benchmark.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
+    cfg.data.update(dict(name="browsecomp_plus", queries=str(tmp_path / "q.jsonl"),
                               corpus=str(tmp_path / "corpus.jsonl"), n_tasks=6, balance="difficulty"))
     summary = ev.evaluate(cfg, client=ScriptedClient({"react": ["<answer>1821</answer><confidence>1</confidence>"]}))
     rows = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]

@@ -91,7 +91,7 @@ def test_missing_or_broken_data_names_the_field_and_the_place(files, tmp_path):
         build_section(section(qa_files=(hotpot,), index="/nowhere/ix"), None)
     with pytest.raises(ValueError, match="data.qa_files is empty"):
         build_section(section(), None)
-    with pytest.raises(ValueError, match=r"benchmark.name='hotpot'"):
+    with pytest.raises(ValueError, match=r"data.name='hotpot'"):
         build_section(section(name="hotpot"), None)
     dup = jsonl(tmp_path / "dup.jsonl", [{"id": "a", "question": "q1", "golden_answers": ["x"]},
                                          {"id": "a", "question": "q2", "golden_answers": ["y"]}])

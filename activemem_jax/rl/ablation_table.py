@@ -1,8 +1,10 @@
 """ActiveMem's ablation table (paper Table 2, with Table 9's SFT-only row) in miniature, on
-dossier streams and the embedded model: `python -m launch.bench_memory --task dossier`.
+dossier streams and the embedded model: `python -m launch.bench_memory --task dossier`
+(its command line; this module holds the table, so tests and other launchers use it too).
 
-Every variant of `activemem.ablations.ABLATIONS` trains from `configs/activemem_dossier_cpu.py`
-once per seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds),
+    summary = run_table(args, base)   # base: configs/activemem_dossier_cpu.py's config
+
+Every variant of `activemem.ablations.ABLATIONS` trains from the base config once per seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds),
 is evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
 order, each stream from an empty tree), and the untrained controller and the rules that
 need no training are scored on those streams too. Reports the mean and a 95% interval
@@ -59,12 +61,13 @@ def train_with_curve(trainer, steps: int, every: int, label: str, accuracy,
     return curve, history
 
 
-def run_config(variant: str, seed: int, args, out_dir: str):
+def run_config(base, variant: str, seed: int, args, out_dir: str):
+    """The run of `variant` and `seed` from the base config: args' phases and --set
+    overrides, then the ablation, the seed's init and data seeds, no checkpoints kept."""
     from activemem_jax.activemem.ablations import apply_ablation
     from activemem_jax.config_files import apply_overrides
-    from configs import activemem_dossier_cpu
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = base.copy_and_resolve_references()
     cfg.train.update(steps=args.sft_steps + args.grpo_steps, sft_steps=args.sft_steps, seeds=())
     apply_overrides(cfg, list(args.set))
     cfg = apply_ablation(cfg, variant)
@@ -92,7 +95,9 @@ def _row(r: dict) -> dict:
     return {k: r[k] for k in keep if k in r}
 
 
-def run_table(args) -> dict:
+def run_table(args, base) -> dict:
+    """Every variant of args.variants for its seeds (see the module docstring); `base` is
+    the dossier run config the variants start from."""
     import jax
 
     from activemem_jax import build
@@ -105,7 +110,8 @@ def run_table(args) -> dict:
     unknown = [v for v in variants if v not in ABLATIONS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; choose from {list(ABLATIONS)}")
-    base = run_config("full", 0, args, "")
+    base_cfg = base
+    base = run_config(base_cfg, "full", 0, args, "")
     model = build.model(base)
     test = eval_tasks(base, args.eval_streams)
     curve_tasks = eval_tasks(base, max(1, args.eval_streams // 4), seed=7)
@@ -119,7 +125,7 @@ def run_table(args) -> dict:
             seeds = args.seeds if variant in args.three_seed_variants.split(",") else args.other_seeds
             for seed in range(seeds):
                 out = tempfile.mkdtemp(prefix="memory_table_")
-                cfg = run_config(variant, seed, args, out)
+                cfg = run_config(base_cfg, variant, seed, args, out)
                 shared = shares_sft(variant) and cfg.train.sft_steps > 0
                 if shared and seed in warm:  # continue the seed's SFT run (its checkpoint)
                     shutil.copytree(warm[seed][0], os.path.join(out, "checkpoints"))
@@ -231,4 +237,4 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["format_table", "interval", "plot", "run_table", "write"]
+__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_table", "train_with_curve", "write"]
