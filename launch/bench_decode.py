@@ -40,13 +40,20 @@ MODES = {"f32": dict(dtype="float32"), "bf16w": dict(dtype="bfloat16", activatio
          "int8": dict(quant="int8")}
 
 
+def engine(model, max_slots: int, max_len: int):
+    """An engine of this size on `model`, built as every run builds one (activemem_jax.build)."""
+    from activemem_jax import build
+
+    return build.engine(build.config(engine={"max_slots": max_slots, "max_len": max_len}), model)
+
+
 def bench_ours(model, prompt, prompts, n_new: int) -> dict:
-    from activemem_jax.engine import Engine, SamplingParams
+    from activemem_jax.engine import SamplingParams
 
     tok, conc = model.tokenizer, len(prompts)
     greedy = SamplingParams(temperature=0, max_tokens=n_new, ignore_eos=True)
     res = {}
-    with Engine(model, max_slots=1, max_len=2048) as eng:
+    with engine(model, max_slots=1, max_len=2048) as eng:
         for _ in range(2):  # the first pass compiles every shape the second one times
             t0 = time.perf_counter()
             handle = eng.submit(prompt, greedy)
@@ -71,7 +78,7 @@ def bench_ours(model, prompt, prompts, n_new: int) -> dict:
             res["prefix_reused_s"] = time.perf_counter() - t0
         res["prefix_cached_tokens"] = hot.cached_tokens
         res["prefix_speedup"] = res["prefix_cold_s"] / res["prefix_reused_s"]
-    with Engine(model, max_slots=conc, max_len=1024) as eng:
+    with engine(model, max_slots=conc, max_len=1024) as eng:
         for n in (1, 4, conc, conc):  # compile every prefill row bucket an admission may use
             eng.clear_prefix_cache()
             eng.generate(prompts[:n], greedy)
@@ -90,12 +97,12 @@ def bench_detokenize(model, prompt, n_new: int = 1024) -> dict:
     the engine's incremental TextStream against re-decoding the whole response on every
     token (what the engine did before), each replayed on the same ids, and the engine's
     own measured share of a decode step."""
-    from activemem_jax.engine import Engine, SamplingParams
+    from activemem_jax.engine import SamplingParams
     from activemem_jax.engine.detokenize import TextStream
 
     tok = model.tokenizer
     params = SamplingParams(temperature=0.8, seed=0, max_tokens=n_new, ignore_eos=True, stop=("\n\n\n\n",))
-    with Engine(model, max_slots=1, max_len=2048) as eng:
+    with engine(model, max_slots=1, max_len=2048) as eng:
         eng.generate([prompt], SamplingParams(temperature=0.8, max_tokens=4, ignore_eos=True))  # compile
         spent = eng.stats["detokenize_s"]
         t0 = time.perf_counter()
@@ -220,13 +227,13 @@ def main():
     import jax
     import torch
 
-    from activemem_jax import sharding
-    from activemem_jax.models import load_pretrained
+    from activemem_jax import build, sharding
 
     mesh = sharding.make_mesh(devices=jax.devices()[:1])
+    load = lambda **kw: build.model(build.config(model={"path": "embedded", **kw}), mesh)  # noqa: E731
     question = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a map."}]
     if args.detokenize_only:
-        model = load_pretrained("embedded", mesh=mesh)
+        model = load()
         res = {"detokenize": bench_detokenize(model, model.encode_chat(question))}
         print_detokenize(res["detokenize"])
         write_json(args.out, res)
@@ -234,7 +241,7 @@ def main():
     res = {"new_tokens": n_new, "concurrent": conc}
     logits = {}
     for name, kw in MODES.items():
-        model = load_pretrained("embedded", mesh=mesh, **kw)
+        model = load(**kw)
         prompt = model.encode_chat(question)
         prompts = [model.encode_chat([{"role": "user", "content": f"Tell me fact number {i} about the ocean."}])
                    for i in range(conc)]

@@ -40,11 +40,10 @@ def bench_ours(tokens_by_batch, repeats):
     import jax.numpy as jnp
     from flax import nnx
 
-    from activemem_jax import sharding
-    from activemem_jax.models import load_pretrained
+    from activemem_jax import build, sharding
 
     t0 = time.perf_counter()
-    model = load_pretrained("embedded", mesh=sharding.make_mesh(devices=jax.devices()[:1]))
+    model = build.model(build.config(model={"path": "embedded"}), sharding.make_mesh(devices=jax.devices()[:1]))
     load_s = time.perf_counter() - t0
 
     def run(state, tokens, last_only):

@@ -41,8 +41,7 @@ def ours(args) -> dict:
     import jax
     import numpy as np
 
-    from activemem_jax.engine import Engine
-    from activemem_jax.models import load_pretrained
+    from activemem_jax import build
     from activemem_jax.rl.trainer import Trainer
     from configs.activemem_base import base_config, policy_defaults
 
@@ -59,8 +58,9 @@ def ours(args) -> dict:
                      mini_batch_rows=rows, micro_batch_rows=0, beta=0.04)  # with the reference pass
     cfg.checkpoint.update(every=10**6)
     cfg.log.tensorboard = False
-    model = load_pretrained("embedded", **precision)
-    with Engine(model, max_slots=rows, max_len=1024) as engine:
+    cfg.engine.update(max_slots=rows, max_len=1024)
+    model = build.model(cfg)  # float32 (or bf16 weights), no remat, on the config's mesh
+    with build.engine(cfg, model) as engine:
         trainer = Trainer(cfg, model=model, engine=engine)
         jitted, shapes = trainer.update._step, []
 
