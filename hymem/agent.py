@@ -325,7 +325,7 @@ def _chars(messages: list) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages)
 
 
-@register("hymem", "hymem_no_iso", "hymem_no_memory")
+@register("hymem", "hymem_no_iso", "hymem_no_memory", section=("hymem", HyMemConfig))
 def _build(name, client, tools, config, aux):
     """HyMem and the ablations of Table 2; config section `hymem` (HyMemConfig fields)."""
     fields = agent_fields(config, "hymem")

@@ -205,7 +205,7 @@ class AMemAgent:
         return run.result(answer, confidence)
 
 
-@register("amem")
+@register("amem", section=("amem", AMemConfig))
 def _build(name, client, tools, config, aux):
     """A-MEM; config section `amem` (AMemConfig fields)."""
     fields = agent_fields(config, "amem")

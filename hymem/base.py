@@ -44,6 +44,6 @@ class BaseAgent:
         return run.result(answer, confidence)
 
 
-@register("base")
+@register("base", section=("base", BaseConfig))
 def _build(name, client, tools, config, aux):
     return BaseAgent(client, tools, BaseConfig(**agent_fields(config, "base")))

@@ -95,7 +95,7 @@ class FlatAgent:
         return run.result(answer, confidence)
 
 
-@register("react", "summary", "resum")
+@register("react", "summary", "resum", section=("baselines", BaselineConfig))
 def _build(name, client, tools, config, aux):
     """The flat-context baselines; config section `baselines` (BaselineConfig fields)."""
     fields = agent_fields(config, "baselines")

@@ -9,7 +9,7 @@ prompts are the context curve of the paper's Figure 4. Every model call goes thr
 (`hymem.events`).
 
 A baseline is one module: a class with those two members and a factory registered with
-`@register("name", ...)`, taking (name, client, tools, config, aux) where `config` is the
+`@register("name", ..., section=("config section", ItsConfig))`, taking (name, client, tools, config, aux) where `config` is the
 evaluation config (its `sampling` and the section the factory reads) and `aux` the
 auxiliary model's client (None: the main one).
 """
@@ -74,15 +74,20 @@ class Agent(Protocol):
 
 Factory = Callable[[str, Any, Any, Mapping, Any], Agent]
 _REGISTRY: dict[str, Factory] = {}
+_SECTIONS: dict[str, type] = {}  # evaluation-config section -> the config dataclass its fields fill
 
 
-def register(*names: str):
-    """Decorator: `factory(name, client, tools, config, aux) -> Agent` answers to `names`."""
+def register(*names: str, section: Optional[tuple[str, type]] = None):
+    """Decorator: `factory(name, client, tools, config, aux) -> Agent` answers to `names`.
+    section: (the evaluation config's section the factory reads, its config dataclass), so
+    the harness checks that section's fields at load (`hymem.run_config`)."""
     def add(factory: Factory) -> Factory:
         for name in names:
             if name in _REGISTRY and _REGISTRY[name] is not factory:
                 raise ValueError(f"agent {name!r} is registered twice")
             _REGISTRY[name] = factory
+        if section is not None:
+            _SECTIONS[section[0]] = section[1]
         return factory
     return add
 
@@ -95,6 +100,12 @@ def _load_builtin() -> None:
 def names() -> list[str]:
     _load_builtin()
     return sorted(_REGISTRY)
+
+
+def config_sections() -> dict[str, type]:
+    """{evaluation-config section: its agents' config dataclass}, for every registered agent."""
+    _load_builtin()
+    return dict(_SECTIONS)
 
 
 def build(name: str, client, tools, config: Optional[Mapping] = None, aux=None) -> Agent:
@@ -125,4 +136,4 @@ def agent_fields(config: Mapping, key: str) -> dict:
     return fields
 
 
-__all__ = ["Agent", "Result", "RunState", "agent_fields", "build", "names", "register", "sampling", "section"]
+__all__ = ["Agent", "Result", "RunState", "agent_fields", "build", "config_sections", "names", "register", "sampling", "section"]

@@ -56,16 +56,11 @@ class Aux:
 
 
 def agent_sections() -> dict:
-    """{config section: the agents' config dataclass that reads it} (hymem.protocol's
-    factories: `agent_fields(config, section)`)."""
-    from hymem.agent import HyMemConfig
-    from hymem.amem import AMemConfig
-    from hymem.base import BaseConfig
-    from hymem.baselines import BaselineConfig
-    from hymem.thread import ThreadConfig
+    """{config section: the agents' config dataclass that reads it}, as each agent
+    registered it (`hymem.protocol.register(..., section=...)`)."""
+    from hymem.protocol import config_sections
 
-    return {"hymem": HyMemConfig, "baselines": BaselineConfig, "base": BaseConfig, "amem": AMemConfig,
-            "thread": ThreadConfig}
+    return config_sections()
 
 
 @dataclasses.dataclass(frozen=True)

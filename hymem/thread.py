@@ -105,7 +105,7 @@ class ThreadAgent:
         return run.result(answer, confidence)
 
 
-@register("thread")
+@register("thread", section=("thread", ThreadConfig))
 def _build(name, client, tools, config, aux):
     """THREAD; config section `thread` (ThreadConfig fields)."""
     fields = agent_fields(config, "thread")
