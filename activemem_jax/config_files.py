@@ -98,6 +98,30 @@ def _field_error(e: Exception, name: str, argv: list) -> str:
     return f"--{name}: {type(e).__name__}: {_first_line(e)}"
 
 
+def parse_args(ap, argv: Iterable = None):
+    """`ap.parse_args` for a tool that takes a config file and overrides (bench_memory,
+    bench_step, bench_checkpoint, bench_train / bench_decode --config): absl's spelling
+    `--config.section.field=value` (or `--config.section.field value`), as launch.train
+    takes it, is accepted beside `--set section.field=value`; both land in `args.set`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest, overrides, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--config."):
+            key = arg[len("--config."):]
+            if "=" not in key:
+                if i + 1 >= len(argv):
+                    _fail(f"{arg}: give a value ({arg}=VALUE)")
+                key, i = f"{key}={argv[i + 1]}", i + 1
+            overrides.append(key)
+        else:
+            rest.append(arg)
+        i += 1
+    args = ap.parse_args(rest)
+    args.set = list(getattr(args, "set", None) or []) + overrides
+    return args
+
+
 def parse_flags(argv: list) -> list:
     """absl's flag parsing (`app.run(main, flags_parser=parse_flags)`), with an unknown
     config field or a bad value reported in one line (exit EXIT_CONFIG)."""
@@ -127,4 +151,5 @@ def config_errors():
         _fail(f"{_first_line(e)} (ACTIVEMEM_TRACEBACK=1 shows where)")
 
 
-__all__ = ["EXIT_CONFIG", "apply_overrides", "config_errors", "flag_value", "load_config", "parse_flags"]
+__all__ = ["EXIT_CONFIG", "apply_overrides", "config_errors", "flag_value", "load_config", "parse_args",
+           "parse_flags"]

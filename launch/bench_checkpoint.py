@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
 
+from activemem_jax.config_files import parse_args  # noqa: E402
 from launch.bench_report import peak_rss_gib, write_json
 
 
@@ -99,7 +100,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--step-ms", type=float, default=500.0)
     ap.add_argument("--repeats", type=int, default=2, help="runs of each mode; the fastest counts")
     ap.add_argument("--json", default="runs/bench_checkpoint.json")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv)  # --config.a.b=v as well as --set a.b=v
     if args.saves < 1 or args.every < 1 or args.step_ms <= 0 or args.repeats < 1:
         ap.error("--saves, --every, --repeats >= 1 and --step-ms > 0")
 

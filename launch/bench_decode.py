@@ -214,10 +214,11 @@ def main():
                     help="only the host cost of detokenizing a 1,024-token response (f32 engine)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="with --config: the device's dense bf16 peak, for MFU (known kinds are looked up)")
+    from activemem_jax.config_files import parse_args
     from activemem_jax.tooling.measure import add_config_args, run_config
 
     add_config_args(ap)
-    args = ap.parse_args()
+    args = parse_args(ap)  # --config.a.b=v as well as --set a.b=v
     if args.config:
         write_json(args.out, run_config(args.config, args.set, ("prefill", "decode"), args.length, args.calls,
                                         args.peak_tflops, args.hbm_gbps))

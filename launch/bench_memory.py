@@ -27,6 +27,7 @@ import tempfile
 import time
 
 from activemem_jax.activemem.ablations import ABLATIONS  # noqa: E402 (after the path line)
+from activemem_jax.config_files import parse_args  # noqa: E402
 
 # the recall table's rows: the ablation table's own entries ("activemem" is "full"; on the
 # recall config SFT already follows the threshold rule, so the tree-head row is unchanged)
@@ -70,7 +71,7 @@ def main():
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config field of configs/activemem_tiny_cpu.py (repeatable)")
     p.add_argument("--out", default="bench_results/memory.json")
-    args = p.parse_args()
+    args = parse_args(p)  # --config.a.b=v as well as --set a.b=v
     if args.task == "dossier":
         return _dossier(args)
     args.sft_steps = 100 if args.sft_steps is None else args.sft_steps

@@ -97,13 +97,16 @@ def _run(tree: str, args, sets) -> dict:
 
 
 def main():
+    sys.path.insert(0, ROOT)
+    from activemem_jax.config_files import parse_args
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--against", default="9986f37", help="the commit to compare with")
     p.add_argument("--sft", type=int, default=6)
     p.add_argument("--grpo", type=int, default=6)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", default="bench_results/step.json")
-    args = p.parse_args()
+    args = parse_args(p)  # --config.a.b=v as well as --set a.b=v
     if min(args.sft, args.grpo) < 2:
         p.error("--sft and --grpo need >= 2 steps each (the first one compiles)")
     old = _run(_worktree(args.against), args, args.set)

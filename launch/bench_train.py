@@ -160,10 +160,11 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the device's dense bf16 peak, for MFU (known GPUs/TPUs are looked up)")
     ap.add_argument("--out", default="bench_results/train.json")
+    from activemem_jax.config_files import parse_args
     from activemem_jax.tooling.measure import add_config_args, device_peaks, run_config
 
     add_config_args(ap)
-    args = ap.parse_args()
+    args = parse_args(ap)  # --config.a.b=v as well as --set a.b=v
     if args.config:
         write_json(args.out, run_config(args.config, args.set, ("update_grpo", "logprobs"), args.length,
                                         args.calls, args.peak_tflops, args.hbm_gbps))

@@ -99,3 +99,24 @@ def test_evaluation_configs_share_the_training_names_and_are_checked():
     cfg.benchmark = {"n_tasks": 2}  # the old name
     with pytest.raises(schema.ConfigError, match="benchmark: no such config section"):
         schema.load_eval(cfg)
+
+
+def test_tools_with_a_config_take_abls_override_spelling_too():
+    """bench_memory, bench_step, bench_checkpoint and the --config modes of bench_train /
+    bench_decode read `--config.a.b=v` (launch.train's spelling) as well as `--set a.b=v`."""
+    import argparse
+
+    from activemem_jax.config_files import apply_overrides, parse_args
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--seeds", type=int, default=3)
+    args = parse_args(ap, ["--set", "train.steps=7", "--config.optim.lr_controller=1e-3", "--seeds", "1",
+                           "--config.policy.tau_stop", "0.4"])
+    assert args.seeds == 1 and args.set == ["train.steps=7", "optim.lr_controller=1e-3", "policy.tau_stop=0.4"]
+    cfg = load_config("configs/activemem_tiny_cpu.py")
+    apply_overrides(cfg, args.set)
+    run = schema.load(cfg)
+    assert (run.train.steps, run.optim.lr_controller, run.policy.tau_stop) == (7, 1e-3, 0.4)
+    with pytest.raises(SystemExit):
+        parse_args(ap, ["--config.train.steps"])  # no value
