@@ -354,6 +354,14 @@ def load(cfg) -> Run:
           "False (or lora.rank=0)")
     _need(not (run.train.key_coef and not policy.key_head),
           f"train.key_coef={run.train.key_coef} trains the key head, but policy.key_head is False")
+    if run.data.name == "dossier" and policy.use_tree:
+        s = check_sizes(dict(run.data.dossier))
+        live = s["horizon"] * s["entities"] * s["attributes"]  # facts a question may still ask about
+        room, why = ((policy.max_children, f"policy.max_depth=1 leaves the root's policy.max_children="
+                                           f"{policy.max_children} slots") if policy.max_depth == 1 else
+                     (policy.capacity - 1, f"policy.capacity={policy.capacity} holds {policy.capacity - 1} nodes"))
+        _need(live <= room, f"data.dossier: a stream holds up to horizon x entities x attributes = {live} live facts, "
+                            f"but {why}: raise those, or lower data.dossier.horizon / entities / attributes")
     return run
 
 

@@ -120,3 +120,17 @@ def test_tools_with_a_config_take_abls_override_spelling_too():
     assert (run.train.steps, run.optim.lr_controller, run.policy.tau_stop) == (7, 1e-3, 0.4)
     with pytest.raises(SystemExit):
         parse_args(ap, ["--config.train.steps"])  # no value
+
+
+def test_a_dossier_the_tree_cannot_hold_is_refused_naming_the_fields():
+    """A depth-1 (flat) tree holds max_children facts under its root: a dossier that keeps
+    more live facts than that cannot be answered from the tree, and stops at load."""
+    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1"])
+    assert schema.load(cfg).policy.max_depth == 1  # 2 x 2 x 2 = 8 live facts fit 16 slots
+    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1", "policy.max_children=4"])
+    with pytest.raises(schema.ConfigError, match=r"= 8 live facts, but policy.max_depth=1 leaves the root's "
+                                                 r"policy.max_children=4 slots"):
+        schema.load(cfg)
+    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.capacity=6"])
+    with pytest.raises(schema.ConfigError, match=r"policy.capacity=6 holds 5 nodes"):
+        schema.load(cfg)
