@@ -383,6 +383,7 @@ class EvalRun:
     data: Data
     eval: Eval
     variants: tuple = VARIANTS    # activemem | plain (the frozen model, full history) | truncate (MEM1's context)
+                                  # | an ablation that changes the policy (activemem/ablations.py: "w/o HLMT", ...)
     temperature: float = 0.01     # paper 6.1's evaluation temperature
     seed: int = 0
     checkpoint: str = ""          # a training run's checkpoints directory (its newest step); "": untrained
@@ -410,8 +411,11 @@ def load_eval(cfg) -> EvalRun:
     top = _top(cfg, EVAL_TOP_LEVEL, EVAL_SECTIONS)
     parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in EVAL_SECTIONS.items()}
     run = EvalRun(policy=_policy(cfg), **parts, **top)
-    bad = sorted(set(run.variants) - set(VARIANTS))
-    _need(run.variants and not bad, f"variants={run.variants}: choose from {VARIANTS}")
+    from activemem_jax.activemem.ablations import evaluation_ablations
+
+    known = (*VARIANTS, *evaluation_ablations())  # the no-memory baselines and the policy ablations
+    bad = sorted(set(run.variants) - set(known))
+    _need(run.variants and not bad, f"variants={run.variants}: choose from {known}")
     _need(run.temperature > 0, f"temperature={run.temperature}: need > 0 (0.01 is near greedy)")
     _need(not run.checkpoint or os.path.isdir(run.checkpoint),
           f"checkpoint={run.checkpoint!r}: no such directory (a training run's <out_dir>/checkpoints)")

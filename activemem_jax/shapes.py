@@ -21,6 +21,25 @@ def round_up(n: int, multiple: int) -> int:
     return max(multiple, -(-n // multiple) * multiple)
 
 
+ROW_ALIGN = 8  # training rows: the frozen preamble and the first gradient column are multiples of this
+
+
+def batch_rows(n: int) -> int:
+    """Rows of a group's last mini-batch, or of the key loss's observations (rl/rows.py,
+    rl/trainer.py): a power of two, at least 8 (a few compiled batch sizes)."""
+    return pow2(n, 8)
+
+
+def tile_lengths(t: int, s: int, lanes: int = 128) -> tuple[int, int]:
+    """(queries, keys) padded to the splash kernel's tile multiple (models/attention.py).
+    When queries are padded, at least one key is too: a padded query then sees a padded
+    key, never an empty row."""
+    tp, sp = round_up(t, lanes), round_up(s, lanes)
+    if tp > t and sp == s:
+        sp += lanes
+    return tp, sp
+
+
 def row_length(n: int, lo: int = 32) -> int:
     """A training row's length (rl/rows.py): a power of two up to 512, then a multiple of
     256 (few compiles while short, at most 255 padded tokens per row once long)."""
@@ -57,5 +76,5 @@ def observation_length(n: int) -> int:
     return pow2(n, 16)
 
 
-__all__ = ["PREFILL_BUCKETS", "kv_bucket", "observation_length", "observation_rows", "pow2", "prefill_bucket",
+__all__ = ["PREFILL_BUCKETS", "ROW_ALIGN", "batch_rows", "tile_lengths", "kv_bucket", "observation_length", "observation_rows", "pow2", "prefill_bucket",
            "prefill_rows", "round_up", "row_length"]

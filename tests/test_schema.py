@@ -134,3 +134,10 @@ def test_a_dossier_the_tree_cannot_hold_is_refused_naming_the_fields():
     cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.capacity=6"])
     with pytest.raises(schema.ConfigError, match=r"policy.capacity=6 holds 5 nodes"):
         schema.load(cfg)
+
+
+def test_evaluation_variants_include_the_policy_ablations():
+    cfg = load_config("configs/activemem_eval_synthetic.py", ["variants=('activemem', 'flat tree', 'w/o HLMT')"])
+    assert schema.load_eval(cfg).variants == ("activemem", "flat tree", "w/o HLMT")
+    with pytest.raises(schema.ConfigError, match="variants=.*'SFT only'"):
+        schema.load_eval(load_config("configs/activemem_eval_synthetic.py", ["variants=('SFT only',)"]))

@@ -20,3 +20,10 @@ def test_engine_buckets():
     assert [shapes.prefill_bucket(n) for n in (1, 32, 33, 512)] == [32, 32, 64, 512]
     assert [shapes.prefill_rows(n, 8) for n in (1, 3, 8, 9)] == [1, 4, 8, 8]
     assert [shapes.round_up(n, 64) for n in (0, 1, 64, 65)] == [64, 64, 64, 128]
+
+
+def test_batch_rows_and_splash_tiles():
+    assert [shapes.batch_rows(n) for n in (1, 8, 9, 33)] == [8, 8, 16, 64]
+    assert shapes.tile_lengths(128, 256) == (128, 256)
+    assert shapes.tile_lengths(20, 20) == (128, 128)
+    assert shapes.tile_lengths(100, 128) == (128, 256)  # queries padded, keys full: one more key tile

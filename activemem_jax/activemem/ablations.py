@@ -36,6 +36,24 @@ def shares_sft(name: str) -> bool:
     return all(key in AFTER_SFT for key in ABLATIONS[name])
 
 
+def evaluation_overrides(name: str) -> dict:
+    """Ablation `name`'s policy fields ({field: value}), what it changes when a trained
+    controller is evaluated (`launch.eval_activemem`'s variants); a ValueError for an
+    ablation that acts only in training (it would evaluate as the full system)."""
+    if name not in ABLATIONS:
+        raise ValueError(f"ablation {name!r}: choose from {list(ABLATIONS)}")
+    policy = {k.split(".", 1)[1]: v for k, v in ABLATIONS[name].items() if k.startswith("policy.")}
+    if not policy:
+        raise ValueError(f"ablation {name!r} changes only training ({', '.join(ABLATIONS[name])}): evaluated, it "
+                         "is the full system; train it (python -m launch.bench_memory --task dossier --variants ...)")
+    return policy
+
+
+def evaluation_ablations() -> list:
+    """The ablations that change evaluation (their policy fields)."""
+    return [n for n in ABLATIONS if any(k.startswith("policy.") for k in ABLATIONS[n])]
+
+
 def apply_ablation(cfg, name: str):
     """A copy of run config `cfg` with ablation `name`'s overrides. "train.grpo_steps" sets
     the number of GRPO steps after the SFT warm start (train.steps = sft_steps + it)."""
@@ -53,4 +71,4 @@ def apply_ablation(cfg, name: str):
     return cfg
 
 
-__all__ = ["ABLATIONS", "AFTER_SFT", "apply_ablation", "shares_sft"]
+__all__ = ["ABLATIONS", "AFTER_SFT", "apply_ablation", "evaluation_ablations", "evaluation_overrides", "shares_sft"]

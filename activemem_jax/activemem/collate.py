@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from activemem_jax.activemem.policy_config import Trajectory
-from activemem_jax.shapes import pow2
+from activemem_jax.shapes import pow2, round_up
 
 
 def path_rows(trajectories: Sequence[Trajectory], depth: Optional[int] = None) -> dict:
@@ -69,7 +69,7 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
     if len(gaps) != len(steps) or min(gaps, default=0) < 0:
         raise ValueError(f"gaps: one count >= 0 per turn ({len(steps)} turns), got {len(gaps)}")
     longest = max(len(s.prompt_ids) + len(s.response_ids) + g for (_, s), g in zip(steps, gaps))
-    t_len = max_len or -(-longest // pad_to) * pad_to
+    t_len = max_len or round_up(longest, pad_to)
     if longest > t_len:
         raise ValueError(f"a turn has {longest} tokens; max_len is {t_len}")
     n, k = len(steps), num_latents

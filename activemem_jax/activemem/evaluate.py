@@ -31,9 +31,16 @@ METRICS = ("em", "f1", "peak_tokens", "task_tokens", "peak_beyond_task", "depend
 
 
 def variant_config(base: PolicyConfig, variant: str) -> PolicyConfig:
-    if variant not in VARIANTS:
-        raise ValueError(f"variant {variant!r}: choose from {sorted(VARIANTS)}")
-    return dataclasses.replace(base, **VARIANTS[variant])
+    """The policy an evaluation variant runs: activemem (the config's), plain, truncate
+    (the no-memory baselines), or an ablation of `activemem.ablations.ABLATIONS` that
+    changes the policy ("w/o HLMT", "flat tree", ...: the same table bench_memory trains)."""
+    from activemem_jax.activemem.ablations import evaluation_ablations, evaluation_overrides
+
+    if variant in VARIANTS:
+        return dataclasses.replace(base, **VARIANTS[variant])
+    if variant in evaluation_ablations():
+        return dataclasses.replace(base, **evaluation_overrides(variant))
+    raise ValueError(f"variant {variant!r}: choose from {sorted(VARIANTS) + evaluation_ablations()}")
 
 
 def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict:

@@ -118,22 +118,16 @@ def dot_product_attend(q, k, v, key_ok, offset: int, implementation: str):
 
 
 # ---------------------------------------------------------------------------- splash
-def _round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def _block(n: int) -> int:
     """The largest of 512, 256, 128 dividing n (a multiple of 128)."""
     return next(b for b in (512, 256, 128) if n % b == 0)
 
 
 def padded_lengths(t: int, s: int) -> tuple[int, int]:
-    """(queries, keys) padded to tile multiples. When queries are padded, at least one
-    key is too: a padded query (id PAD_ID) then sees a padded key, never an empty row."""
-    tp, sp = _round_up(t, LANES), _round_up(s, LANES)
-    if tp > t and sp == s:
-        sp += LANES
-    return tp, sp
+    """(queries, keys) padded to splash's tiles (`shapes.tile_lengths`)."""
+    from activemem_jax.shapes import tile_lengths
+
+    return tile_lengths(t, s, LANES)
 
 
 @functools.lru_cache(maxsize=64)

@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from activemem_jax.activemem import collate
-from activemem_jax.shapes import pow2, row_length
+from activemem_jax.shapes import ROW_ALIGN, batch_rows, pow2, round_up, row_length
 
 # batch keys the update does not take (host-side bookkeeping)
 HOST_KEYS = ("episode", "reward", "path", "action_mask", "old_logp", "resp_old_logp", "tree_only", "split")
-ALIGN = 8  # grad_from and the shared preamble are multiples of this (few compiled splits)
+ALIGN = ROW_ALIGN  # grad_from and the shared preamble are multiples of this (few compiled splits)
 
 
 def frozen_split(steps, budget: int, hosts) -> tuple[tuple[int, int], list[int], int]:
@@ -53,7 +53,7 @@ def frozen_split(steps, budget: int, hosts) -> tuple[tuple[int, int], list[int],
                 n += 1
             shared = n
         shared -= shared % ALIGN
-    column = -(-max(first) // ALIGN) * ALIGN
+    column = round_up(max(first), ALIGN) if max(first) > 0 else 0
     tail = max(n - f for n, f in zip(total, first))
     column, tail, neg_earliest = hosts.agree(column, tail, -min(first))
     if row_length(column + tail) <= row_length(longest):
@@ -107,7 +107,7 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
 def _last_rows(last: int, mb: int, micro: int, count: int) -> int:
     """Rows (per host) of a group's last mini-batch holding `last` rows: a power of two
     >= 8, at most mb; a whole mini-batch when micro-batches of `micro` rows cannot cut it."""
-    rows = min(mb, max(8, pow2(last)))
+    rows = min(mb, batch_rows(last))
     if micro and micro < rows * count and (rows * count) % micro:
         return mb
     return rows

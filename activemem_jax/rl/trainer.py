@@ -33,7 +33,7 @@ from activemem_jax.activemem import init_lora, merge_lora, repeat_tasks
 from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
-from activemem_jax.shapes import pow2
+from activemem_jax.shapes import batch_rows
 from activemem_jax.rl.metrics_log import MetricsLog
 from activemem_jax.rl.update import TrainStep, decay_length, loss_config, optimizer_from, step_lr_factor
 
@@ -172,7 +172,7 @@ class Trainer:
         steps = [s for tr in result.trajectories for s in tr.steps]
         names: dict = {}
         ids = [names.setdefault(s.obs_key, len(names)) if s.obs_key else -1 for s in steps]
-        k = max(8, pow2(len(steps)))
+        k = batch_rows(len(steps))
         q = np.zeros((k, steps[0].q.shape[-1]), np.float32)
         q[:len(steps)] = np.stack([s.q for s in steps])
         key_id = np.full((k,), -1, np.int32)

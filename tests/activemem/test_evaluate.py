@@ -44,6 +44,12 @@ def test_variants():
     assert (trunc.num_latents, trunc.use_tree, trunc.layout) == (0, False, "constant")
     with pytest.raises(ValueError, match="variant"):
         ev.variant_config(base, "amem")
+    # the ablation table's policy ablations evaluate a trained controller too (one table)
+    assert ev.variant_config(base, "flat tree").max_depth == 1
+    assert ev.variant_config(base, "w/o HLMT").use_tree is False
+    assert ev.variant_config(base, "w/o tree action head").tree_actions is False
+    with pytest.raises(ValueError, match="variant 'SFT only'"):  # a training-only ablation evaluates as full
+        ev.variant_config(base, "SFT only")
 
 
 @pytest.mark.slow
