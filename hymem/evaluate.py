@@ -247,7 +247,7 @@ def evaluate(cfg, client=None) -> dict:
     """Every (agent, task, trial) not finished in cfg.out_dir; the summary (see `summarize`)."""
     from activemem_jax.tasks import build_section
     from hymem.llm import EndpointDown
-    from hymem.tools import search_tools
+    from hymem.tools import search_tools, task_toolbox
 
     from hymem.run_config import load
 
@@ -269,7 +269,7 @@ def evaluate(cfg, client=None) -> dict:
             concurrent.futures.ThreadPoolExecutor(cfg.concurrency) as pool, \
             open(results_path, "a", encoding="utf-8") as out:
         bar = progress.add_task(f"agents ({len(done)} done before)", total=len(jobs))
-        futures = [pool.submit(run_one, a, t, client, ts.make_toolbox(t, search), cfg, aux, k, ts.score)
+        futures = [pool.submit(run_one, a, t, client, task_toolbox(t, search), cfg, aux, k, ts.score)
                    for a, t, k in jobs]
         for fut in concurrent.futures.as_completed(futures):
             try:

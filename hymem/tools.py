@@ -158,8 +158,11 @@ def clip_arguments(arguments: dict, max_chars: int = 500) -> dict:
     return {str(k)[:100]: (v[:max_chars] if isinstance(v, str) else v) for k, v in list(arguments.items())[:20]}
 
 
-READABLE_EXTENSIONS = (".pdf", ".docx", ".xlsx", ".xlsm", ".csv", ".html", ".htm", ".txt", ".md", ".json",
-                       ".jsonl", "")
+def task_toolbox(task: dict, search: Sequence = ()) -> "Toolbox":
+    """HyMem's tools for one task of a task family: the shared search tools, and
+    parse_file over the task's own attachment files only (docs/design.md#benchmark-hygiene)."""
+    files = list(task.get("files") or [])
+    return Toolbox(list(search) + ([file_tool(files)] if files else []))
 
 
 def read_file(path: str) -> str:

@@ -82,3 +82,15 @@ def test_the_cycle_finder_finds_a_loop():
 def test_the_root_holds_only_the_listed_modules():
     loose = {p.stem for p in ROOT.glob("*.py")}
     assert loose == ROOT_MODULES, f"root modules {sorted(loose - ROOT_MODULES)} belong in a subpackage"
+
+
+def test_the_library_does_not_import_the_orchestrator_or_the_launchers():
+    """hymem builds on activemem_jax, never the reverse; launch/ and configs/ are entry
+    points the library never imports (a test or a launcher passes a config in)."""
+    bad = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            bad += [f"{name} imports {m}" for m in mods if m.split(".")[0] in ("hymem", "launch", "configs")]
+    assert not bad, bad

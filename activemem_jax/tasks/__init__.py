@@ -9,7 +9,8 @@ A family is a builder `(section, model) -> TaskSet` with one `@register("name")`
 the TaskSet names what it gives: the tasks, ActiveMem's environment factory
 (`make_env()` or `make_env(max_turns)`), the search backend, the corpus the agents' search
 tools open, the scorer of a final answer, the grouping (N objectives, or a difficulty
-level) and HyMem's toolbox factory. It unpacks as (tasks, make_env, search).
+level). HyMem builds each task's tools itself (`hymem.tools.task_toolbox`: the
+family's search, and parse_file over the task's own attachments). It unpacks as (tasks, make_env, search).
 
 Registered (the modules beside this one):
 - synthetic: the embedded multi-hop world, for ActiveMem and the agents alike;
@@ -34,11 +35,11 @@ Importing this package imports no JAX.
 """
 
 from activemem_jax.tasks._registry import (BUILDERS, TaskSet, answer_score, build_section, build_tasks,
-                                           n_objectives, names, register, require_env, task_toolbox)
+                                           n_objectives, names, register, require_env)
 from activemem_jax.tasks import agents, qa, recall, single_shot, synthetic  # noqa: F401  (registers)
 from activemem_jax.tasks.agents import select_balanced
 from activemem_jax.tasks.qa import compose
 from activemem_jax.tasks.recall import recall_codes
 
 __all__ = ["BUILDERS", "TaskSet", "answer_score", "build_section", "build_tasks", "compose", "n_objectives",
-           "names", "recall_codes", "register", "require_env", "select_balanced", "task_toolbox"]
+           "names", "recall_codes", "register", "require_env", "select_balanced"]

@@ -33,15 +33,6 @@ def n_objectives(task: dict) -> int:
     return len(task["answers"])
 
 
-def task_toolbox(task: dict, search: Sequence = ()):
-    """HyMem's tools for one task: the shared search tools, and parse_file over the task's
-    own attachment files only (docs/design.md#benchmark-hygiene)."""
-    from hymem.tools import Toolbox, file_tool
-
-    files = list(task.get("files") or [])
-    return Toolbox(list(search) + ([file_tool(files)] if files else []))
-
-
 @dataclasses.dataclass(frozen=True)
 class TaskSet:
     """What a task family gives, for either paper.
@@ -56,7 +47,6 @@ class TaskSet:
         Pass@1; ActiveMem's environments compute their own reward); None: no text scorer.
     group: `group(task) -> key`, how results are grouped (N objectives by default; a
         difficulty level for the agent benchmarks).
-    make_toolbox: HyMem's toolbox factory, `make_toolbox(task, search_tools)`.
     source: what the tasks were drawn from, where a family has one object for it (the
         synthetic world: the benchmarks' oracle clients read its facts); None elsewhere.
 
@@ -69,7 +59,6 @@ class TaskSet:
     documents: Sequence = ()
     score: Optional[Callable[[dict, str], float]] = answer_score
     group: Callable[[dict], Hashable] = n_objectives
-    make_toolbox: Callable = task_toolbox
     source: Any = None
 
     def __iter__(self):

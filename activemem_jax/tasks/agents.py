@@ -22,6 +22,9 @@ from activemem_jax.tasks._registry import TaskSet, register
 from activemem_jax.tasks.qa import corpus_search
 
 ATTACHMENT_NOTE = "\n\nThe task comes with an attached file: {name} (read it with parse_file)."
+# the attachment types HyMem's parse_file reads (hymem/tools.py; "" is a file with no extension)
+READABLE_EXTENSIONS = (".pdf", ".docx", ".xlsx", ".xlsm", ".csv", ".html", ".htm", ".txt", ".md", ".json",
+                       ".jsonl", "")
 
 
 def level(task: dict):
@@ -37,8 +40,6 @@ def gaia_score(task: dict, answer: str) -> float:
 
 def gaia_keeps(row: dict, text_only: str) -> bool:
     """The A.1 text-only filter (see the module docstring)."""
-    from hymem.tools import READABLE_EXTENSIONS
-
     if text_only not in ("", "no_attachment", "readable_attachment"):
         raise ValueError(f"data.text_only={text_only!r}: '', no_attachment or readable_attachment")
     path = row.get("file_path")
