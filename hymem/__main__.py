@@ -20,7 +20,7 @@ import sys
 import time
 
 
-def build_tools(corpus: str | None, retrieval_url: str | None, files: list[str]):
+def build_tools(corpus: str | None, retrieval_url: str | None, files: list[str], bad_rows: str = "strict"):
     from hymem.tools import Toolbox, file_tool, search_tools
 
     if retrieval_url:
@@ -32,7 +32,7 @@ def build_tools(corpus: str | None, retrieval_url: str | None, files: list[str])
         from activemem_jax.data import synthetic_world
         from activemem_jax.data.retrieval import BM25Retriever, load_corpus
 
-        docs = load_corpus(corpus) if corpus else synthetic_world.generate(seed=0).documents
+        docs = load_corpus(corpus, bad_rows) if corpus else synthetic_world.generate(seed=0).documents
         retriever = BM25Retriever(docs)
     return Toolbox(search_tools(retriever, docs) + ([file_tool(files)] if files else []))
 
@@ -108,6 +108,8 @@ def main(argv=None):
                     help="the auxiliary model's endpoint for phi(o | d) (default: the main model)")
     ap.add_argument("--aux-model", default=None, help="with --aux-base-url: its served model name")
     ap.add_argument("--corpus", default=None, help="JSONL corpus for the search tools (default: synthetic world)")
+    ap.add_argument("--bad-rows", default="strict", choices=("strict", "skip"),
+                    help="with --corpus: drop bad corpus lines (one line per reason) instead of stopping")
     ap.add_argument("--retrieval-url", default=None, help="a Search-R1-style retrieval server instead")
     ap.add_argument("--files", nargs="*", default=[], help="directories parse_file may read")
     ap.add_argument("--max-tokens", type=int, default=1024)
@@ -131,7 +133,7 @@ def main(argv=None):
                          sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
     aux = GuardedClient(OpenAIClient(args.aux_base_url, model=args.aux_model, api_key=args.api_key)) \
         if args.aux_base_url else None
-    tools = build_tools(args.corpus, args.retrieval_url, args.files)
+    tools = build_tools(args.corpus, args.retrieval_url, args.files, args.bad_rows)
     try:
         out = answer(args.question, client, tools, config, aux=aux, live=not args.quiet)
     except EndpointDown as e:

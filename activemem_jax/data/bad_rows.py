@@ -92,11 +92,12 @@ class RowSieve:
                          f"({reason}): row{'s' if len(rows) != 1 else ''} {shown}")
         return lines
 
-    def finish(self) -> list[dict]:
+    def finish(self, kept: int = -1) -> list[dict]:
         """The kept records; skip logs the summary (one warning line per reason), and a
-        file with nothing left is an error."""
+        file with nothing left is an error. kept: the rows a streaming reader yielded
+        itself (it keeps none here); -1: the records kept here."""
         lines = self.summary()
-        if self.dropped and not self.kept:
+        if self.dropped and not (self.kept if kept < 0 else kept):
             raise ValueError(f"{self.path}: every row is bad, nothing to load: " + "; ".join(lines))
         for line in lines:
             log.warning("%s", line)

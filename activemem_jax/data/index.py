@@ -49,10 +49,11 @@ def _tokenize(texts: Sequence[str], stem: bool) -> list[list[str]]:
 
 
 def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: float = 1.5, b: float = 0.75,
-          progress: bool = True, dense: str = "", dense_batch: int = 64) -> dict:
+          progress: bool = True, dense: str = "", dense_batch: int = 64, bad_rows: str = "strict") -> dict:
     """Stream `corpus` into a BM25 index in `out` (and, with `dense` = a local
     sentence-transformers directory, a faiss inner-product index of the normalized
-    embeddings beside it, chunk by chunk). Returns the build's statistics."""
+    embeddings beside it, chunk by chunk). bad_rows: `retrieval.iter_corpus`'s policy
+    (a repeated docid stays an error either way). Returns the build's statistics."""
     import bm25s
     from rich.progress import BarColumn, Progress, TextColumn
 
@@ -95,7 +96,7 @@ def build(corpus: str, out: str, chunk: int = 100_000, stem: bool = True, k1: fl
                      disable=not progress, transient=True) as bar:
         task = bar.add_task("index", total=None)
         batch: list[dict] = []
-        for line_no, doc in iter_corpus(corpus):
+        for line_no, doc in iter_corpus(corpus, bad_rows):
             if doc["docid"] in seen:
                 raise ValueError(f"{corpus}:{line_no}: docid {doc['docid']!r} was already used at line "
                                  f"{seen[doc['docid']]}; docids must be unique")
@@ -244,6 +245,8 @@ def main(argv=None):
     b.add_argument("--out", required=True)
     b.add_argument("--chunk", type=int, default=100_000, help="documents tokenized at a time")
     b.add_argument("--no-stem", action="store_true")
+    b.add_argument("--bad-rows", default="strict", choices=("strict", "skip"),
+                   help="skip: drop corpus lines that are not JSON objects or have no text (one line per reason)")
     b.add_argument("--dense", default="", help="also a faiss index, with this local sentence-transformers directory")
     s = sub.add_parser("serve", help="serve an index with Search-R1's /retrieve API")
     s.add_argument("--index", required=True)
@@ -254,7 +257,8 @@ def main(argv=None):
     i.add_argument("--index", required=True)
     args = ap.parse_args(argv)
     if args.command == "build":
-        print(json.dumps(build(args.corpus, args.out, args.chunk, stem=not args.no_stem, dense=args.dense), indent=1))
+        print(json.dumps(build(args.corpus, args.out, args.chunk, stem=not args.no_stem, dense=args.dense,
+                                    bad_rows=args.bad_rows), indent=1))
     elif args.command == "info":
         print(json.dumps(IndexRetriever(args.index).meta, indent=1))
     else:

@@ -240,7 +240,7 @@ def load_browsecomp_plus(queries_path: str, corpus_path: Optional[str] = None,
     if corpus_path:
         from activemem_jax.data.retrieval import load_corpus
 
-        out["corpus"] = load_corpus(corpus_path)
+        out["corpus"] = load_corpus(corpus_path, bad_rows)
     if qrels_path:
         out["qrels"] = read_qrels(qrels_path)
     return out

@@ -16,18 +16,23 @@ from typing import Optional, Sequence
 Doc = dict
 
 
-def load_corpus(path: str) -> list[Doc]:
+def load_corpus(path: str, bad_rows: str = "strict") -> list[Doc]:
     """A JSONL corpus of {"docid", "title", "text"} (also accepts "id"/"contents" rows as
-    in Search-R1's wiki-18, where contents is '"Title"\\ntext')."""
-    return [doc for _, doc in iter_corpus(path)]
+    in Search-R1's wiki-18, where contents is '"Title"\\ntext'). bad_rows: see `iter_corpus`."""
+    return [doc for _, doc in iter_corpus(path, bad_rows)]
 
 
-def iter_corpus(path: str):
-    """(line number, normalized document) of each row of a JSONL corpus, read lazily; a
-    line that is not a JSON object names the file and the line."""
+def iter_corpus(path: str, bad_rows: str = "strict"):
+    """(line number, normalized document) of each row of a JSONL corpus, read lazily.
+    bad_rows "strict": a line that is not a JSON object, or a row with no text, stops the
+    read naming the file and the line; "skip": such lines are dropped, with one warning
+    line per reason at the end (count, first rows; activemem_jax/data/bad_rows.py)."""
+    from activemem_jax.data.bad_rows import RowSieve
+
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: corpus not found; write one with "
                                 "`python -m activemem_jax.data.synthetic_world --out DIR`")
+    sieve, kept = RowSieve(path, bad_rows), 0
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -35,10 +40,19 @@ def iter_corpus(path: str):
             try:
                 row = json.loads(line)
             except ValueError as e:
-                raise ValueError(f"{path}:{line_no}: not JSON ({e})") from None
+                sieve.bad(line_no, "not JSON", f"{path}:{line_no}: not JSON ({e})")
+                continue
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{line_no}: a corpus row must be a JSON object")
-            yield line_no, normalize_doc(row, f"{path}:{line_no}")
+                sieve.bad(line_no, "not a JSON object", f"{path}:{line_no}: a corpus row must be a JSON object")
+                continue
+            try:
+                doc = normalize_doc(row, f"{path}:{line_no}")
+            except ValueError as e:
+                sieve.bad(line_no, "no text", str(e))
+                continue
+            kept += 1
+            yield line_no, doc
+    sieve.finish(kept)
 
 
 def normalize_doc(row: dict, where: str = "document") -> Doc:

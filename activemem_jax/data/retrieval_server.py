@@ -48,11 +48,13 @@ def main(argv=None):
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="JSONL corpus; a BM25 index is built in memory")
     src.add_argument("--index", help="a directory saved by BM25Retriever/DenseRetriever.save")
+    ap.add_argument("--bad-rows", default="strict", choices=("strict", "skip"),
+                    help="with --corpus: drop bad corpus lines (one line per reason) instead of stopping")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8001)
     args = ap.parse_args(argv)
     if args.corpus:
-        retriever = BM25Retriever(load_corpus(args.corpus))
+        retriever = BM25Retriever(load_corpus(args.corpus, args.bad_rows))
     else:
         import json
         import os

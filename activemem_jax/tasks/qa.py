@@ -29,7 +29,7 @@ def qa_retriever(d):
     if d.get("corpus", ""):
         from activemem_jax.data.retrieval import BM25Retriever, load_corpus
 
-        return BM25Retriever(load_corpus(_path(d, "corpus", "the JSONL corpus")))
+        return BM25Retriever(load_corpus(_path(d, "corpus", "the JSONL corpus"), d.get("bad_rows", "strict")))
     if d.get("retrieval_url", ""):
         from activemem_jax.data.retrieval import RemoteRetriever
 

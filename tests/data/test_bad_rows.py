@@ -161,3 +161,29 @@ def test_eval_agents_reads_gaia_under_the_policy_and_its_flag_reaches_the_loader
                          capture_output=True, text=True, timeout=300)
     assert run.returncode != 0 and "data.bad_rows='lenient'" in run.stderr
     assert not (tmp_path / "out").exists()  # stopped before anything ran
+
+
+def test_a_corpus_with_bad_lines_is_refused_or_read_around_them(tmp_path, caplog):
+    """Corpora (BM25 in memory, the index builder, the retrieval server, the hymem CLI)
+    take the same policy: strict names the first bad line; skip drops them, one line per
+    reason; a corpus with nothing readable is an error either way."""
+    from activemem_jax.data import index
+    from activemem_jax.data.retrieval import BM25Retriever, load_corpus
+
+    corpus = write(tmp_path / "c.jsonl", [{"docid": "d1", "title": "Velmor", "text": "Velmor was founded in 1821."},
+                                          "{not json", '["a", "list"]', {"docid": "d9", "title": "no text"},
+                                          "{also not json", {"id": "d2", "contents": '"Ostra"\nOstra lies on the Lenn.'}])
+    with pytest.raises(ValueError, match=r"c.jsonl:2: not JSON .*bad_rows='skip'"):
+        load_corpus(corpus)
+    with caplog.at_level(logging.WARNING):
+        docs = load_corpus(corpus, "skip")
+    assert [d["docid"] for d in docs] == ["d1", "d2"] and docs[1]["title"] == "Ostra"
+    lines = [r.getMessage() for r in caplog.records if "c.jsonl" in r.getMessage()]
+    assert sorted(lines) == sorted([f"{corpus}: skipped 2 rows (not JSON): rows 2, 5",
+                                    f"{corpus}: skipped 1 row (not a JSON object): row 3",
+                                    f"{corpus}: skipped 1 row (no text): row 4"])
+    assert BM25Retriever(docs).search("Velmor founded", 1)[0]["docid"] == "d1"
+    stats = index.build(corpus, str(tmp_path / "ix"), progress=False, bad_rows="skip")
+    assert stats["documents"] == 2
+    with pytest.raises(ValueError, match="every row is bad"):
+        load_corpus(write(tmp_path / "bad.jsonl", ["{", "[]"]), "skip")
