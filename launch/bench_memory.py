@@ -82,14 +82,16 @@ def main():
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.envs.recall import make_recall_tasks
+    from activemem_jax.tasks import build_section
     from activemem_jax.rl.trainer import Trainer
     from activemem_jax.rl.ablation_table import train_with_curve
 
     t_start = time.perf_counter()
     base = _config({}, args, "")
     model = build.model(base, dtype="float32")  # the published table's precision on any CPU
-    test = make_recall_tasks("test", args.eval_tasks, args.n_facts, seed=1, n_questions=args.n_facts + 2)
+    held = base.data.copy_and_resolve_references()  # the recall family's test split (activemem_jax/tasks/)
+    held.update(split="test", n_tasks=args.eval_tasks, seed=1)
+    test = build_section(held, where="data").tasks
     curve_tasks = test[:8]
     rows, curves, steps, times = {}, {}, {}, {}
     with build.engine(base, model) as engine:  # the config's 16 slots x 256 tokens

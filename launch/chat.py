@@ -14,7 +14,14 @@ _CONFIG = config_flags.DEFINE_config_file("config", "configs/chat_embedded.py",
 
 def main(argv):
     del argv
-    cfg = _CONFIG.value
+    from activemem_jax import schema
+    from activemem_jax.config_files import config_errors, flag_value
+
+    cfg = flag_value(_CONFIG)
+    with config_errors():  # the model, mesh and sharding sections are the run schema's own
+        for name in ("model", "mesh", "sharding"):
+            schema.section(schema.SECTIONS[name], cfg[name], name)
+        schema._need(cfg.max_new_tokens >= 1, f"max_new_tokens={cfg.max_new_tokens}: need >= 1")
     from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off

@@ -81,12 +81,14 @@ def run_config(base, variant: str, seed: int, args, out_dir: str):
 
 
 def eval_tasks(cfg, streams: int, seed: int = 1):
-    from activemem_jax.envs.dossier import check_sizes, make_dossier_tasks
-    from activemem_jax.tasks import recall_codes
+    """`streams` held-out streams of the config's dossier family (its test split, data
+    seed + `seed`), as the task registry builds them."""
+    from activemem_jax.tasks import build_section
 
-    sizes = check_sizes(cfg.data.dossier.to_dict())
-    sizes["streams"] = streams
-    return make_dossier_tasks("test", seed=cfg.data.seed + seed, codes=recall_codes(cfg.data), **sizes)
+    held = cfg.data.copy_and_resolve_references()
+    held.update(split="test", seed=cfg.data.seed + seed)
+    held.dossier.streams = streams
+    return build_section(held, where="data").tasks
 
 
 def _row(r: dict) -> dict:
