@@ -6,10 +6,11 @@ engine, a policy or a task set from a config (`configs/*.py`: the sections mesh,
 sharding, model, engine, policy, data) here, so a field means the same thing everywhere
 and a new switch is read in one place. The speed benchmarks, which size their engines per
 measurement, build them here too from a config of the sections they set (`config`).
-The training parts that sit above these (the optimizer and the jitted
-update's loss config) come from `rl.update.optimizer_from` and `rl.update.loss_config`,
-which the trainer and the AOT compiler share; this module never imports `rl`, so the
-trainer can build on it.
+The training parts are built here too: the optimizer (`optimizer_from`: AdamW
+with warm-up, a rate per parameter group, clipping), the jitted update's loss config
+(`loss_config`) and the rate's decay over training steps (`decay_length`,
+`step_lr_factor`); the trainer, the AOT compiler and the checkpoint benchmark take them
+from here. This module never imports `rl`, so the trainer can build on it.
 
     backbone = build.model(cfg)                    # over the config's mesh, by its rules
     with build.engine(cfg, backbone) as engine:
@@ -18,7 +19,87 @@ trainer can build on it.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    algo: str = "grpo"                 # grpo | sft
+    clip_eps: float = 0.2
+    clip_eps_high: Optional[float] = None
+    agg: str = "token-mean"
+    beta: float = 0.0                  # k3 KL to the reference policy (frozen LLM + phi_0)
+    tree_coef: float = 1.0             # weight of the tree-head term
+    lora_alpha: float = 16.0
+    chunk: int = 128                   # sequence chunk of the log-prob computation
+    micro_batch_rows: int = 0          # > 0: accumulate gradients over micro-batches of these rows
+    tree_only: bool = False            # rows whose responses are not scored: the tree term only
+                                       # (no backbone forward)
+    key_coef: float = 0.0              # weight of the key head's contrastive loss (batches with "key_q")
+    key_tau: float = 0.1               # its temperature
+    path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
+    tree_temperature: float = 1.0      # GRPO: the tree term scores softmax(logits / T), the distribution
+                                       # the rollout sampled from (policy.tree_temperature)
+
+
+def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
+    """The LossConfig of a run config (train, lora and policy sections) for `algo`
+    (default train.algo): what the trainer updates with and what `aot.py` compiles."""
+    t, p = cfg.train, cfg.policy
+    return LossConfig(algo=algo or t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
+                      agg=t.agg, beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha,
+                      chunk=t.logprob_chunk, micro_batch_rows=t.micro_batch_rows,
+                      key_coef=float(t.get("key_coef", 0.0)), key_tau=float(t.get("key_tau", 0.1)),
+                      path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)))
+
+
+def optimizer_from(cfg):
+    """The run's optimizer from its optim section (make_optimizer)."""
+    o = cfg.optim
+    return make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
+
+
+def decay_length(optim, train) -> int:
+    """The training steps the rate decays over: optim.decay_steps, or with -1 the SFT warm
+    start (train.sft_steps; all train.steps when there is none), so a run that changes its
+    SFT length decays over it; 0: no decay. (The schema checks the fields.)"""
+    n = int(optim.decay_steps)
+    if n == -1:
+        n = int(train.sft_steps) if train.algo == "grpo" and train.sft_steps else int(train.steps)
+    return n
+
+
+def step_lr_factor(decay_steps: int, final_lr_ratio: float, step: int) -> float:
+    """The rate's multiplier at training step `step` (from 1): 1 with decay_steps 0 (or 1);
+    else a cosine from 1 (step 1) down to final_lr_ratio (step decay_steps), held there
+    after. It multiplies the optimizer's updates (`TrainStep`'s scale), on top of the
+    warm-up the optimizer counts in updates."""
+    if decay_steps <= 1:
+        return 1.0
+    frac = min(max(step - 1, 0) / (decay_steps - 1), 1.0)
+    return final_lr_ratio + (1.0 - final_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * frac))
+
+
+def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
+                   weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
+                   b2: float = 0.999):
+    """AdamW with a linear warmup over `warmup_steps` updates, a learning rate per group
+    (controller / LoRA), global-norm clipping."""
+    import jax.numpy as jnp
+    import optax
+
+    def adamw(lr):
+        def schedule(count):  # update k (from 0) uses lr * min(1, (k + 1) / warmup)
+            return lr * jnp.minimum(1.0, (count + 1.0) / max(warmup_steps, 1))
+
+        return optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay)
+
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.multi_transform({"controller": adamw(lr_controller), "lora": adamw(lr_lora)},
+                              lambda params: {k: k for k in params}))
 
 
 def config(**sections):
@@ -86,4 +167,5 @@ def tasks(cfg, backbone=None):
     return build_tasks(cfg, backbone)
 
 
-__all__ = ["config", "engine", "mesh", "model", "policy", "policy_config", "rules", "tasks"]
+__all__ = ["LossConfig", "config", "decay_length", "loss_config", "make_optimizer", "optimizer_from",
+           "step_lr_factor", "engine", "mesh", "model", "policy", "policy_config", "rules", "tasks"]

@@ -37,7 +37,7 @@ def checkpoint_state(cfg) -> tuple:
 
     from activemem_jax.activemem.rollout import initial_memory
     from activemem_jax.build import policy_config
-    from activemem_jax.rl.update import optimizer_from
+    from activemem_jax.build import optimizer_from
     from activemem_jax.tooling.aot import abstract_controller, model_config, runtime_options
 
     model_cfg = model_config(cfg.model.path, runtime_options(cfg.model, platform=None))

@@ -35,7 +35,8 @@ from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import batch_rows
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.rl.update import TrainStep, decay_length, loss_config, optimizer_from, step_lr_factor
+from activemem_jax.build import decay_length, loss_config, optimizer_from, step_lr_factor
+from activemem_jax.rl.update import TrainStep
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 Trainable parameters are one pytree {"controller": nnx.State, "lora": {...} or {}}; the
 frozen backbone state is an argument, never differentiated nor updated.
 
-    opt = optimizer_from(cfg)                 # AdamW from the run config's optim section
-    step = TrainStep(model.graphdef, controller_graphdef, loss_config(cfg), opt)
+    opt = build.optimizer_from(cfg)           # AdamW from the run config's optim section
+    step = TrainStep(model.graphdef, controller_graphdef, build.loss_config(cfg), opt)
     params, opt_state, metrics = step(params, opt_state, backbone_state, batch)
 
 Row batches come from `activemem.collate` plus "adv" [R] (the episode's group advantage),
@@ -13,10 +13,6 @@ compact response view (resp_pos / resp_mask [R, A]); "old_logp" and "ref_logp" a
 """
 
 from __future__ import annotations
-
-import dataclasses
-import math
-from typing import Optional
 
 import chex
 import jax
@@ -28,82 +24,8 @@ from activemem_jax.activemem.controller import masked_log_probs
 from activemem_jax.activemem.inject import policy_logprobs
 from activemem_jax.activemem.lora import merge_lora
 from activemem_jax.activemem.recompute import recompute_p_bar
+from activemem_jax.build import LossConfig  # the loss config and the optimizer are built in build.py
 from activemem_jax.rl import grpo
-
-
-@dataclasses.dataclass(frozen=True)
-class LossConfig:
-    algo: str = "grpo"                 # grpo | sft
-    clip_eps: float = 0.2
-    clip_eps_high: Optional[float] = None
-    agg: str = "token-mean"
-    beta: float = 0.0                  # k3 KL to the reference policy (frozen LLM + phi_0)
-    tree_coef: float = 1.0             # weight of the tree-head term
-    lora_alpha: float = 16.0
-    chunk: int = 128                   # sequence chunk of the log-prob computation
-    micro_batch_rows: int = 0          # > 0: accumulate gradients over micro-batches of these rows
-    tree_only: bool = False            # rows whose responses are not scored: the tree term only
-                                       # (no backbone forward)
-    key_coef: float = 0.0              # weight of the key head's contrastive loss (batches with "key_q")
-    key_tau: float = 0.1               # its temperature
-    path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
-    tree_temperature: float = 1.0      # GRPO: the tree term scores softmax(logits / T), the distribution
-                                       # the rollout sampled from (policy.tree_temperature)
-
-
-def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
-    """The LossConfig of a run config (train, lora and policy sections) for `algo`
-    (default train.algo): what the trainer updates with and what `aot.py` compiles."""
-    t, p = cfg.train, cfg.policy
-    return LossConfig(algo=algo or t.algo, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high or None,
-                      agg=t.agg, beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha,
-                      chunk=t.logprob_chunk, micro_batch_rows=t.micro_batch_rows,
-                      key_coef=float(t.get("key_coef", 0.0)), key_tau=float(t.get("key_tau", 0.1)),
-                      path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)))
-
-
-def optimizer_from(cfg) -> optax.GradientTransformation:
-    """The run's optimizer from its optim section (make_optimizer)."""
-    o = cfg.optim
-    return make_optimizer(o.lr_controller, o.lr_lora, o.warmup_steps, o.weight_decay, o.max_grad_norm)
-
-
-def decay_length(optim, train) -> int:
-    """The training steps the rate decays over: optim.decay_steps, or with -1 the SFT warm
-    start (train.sft_steps; all train.steps when there is none), so a run that changes its
-    SFT length decays over it; 0: no decay. (The schema checks the fields.)"""
-    n = int(optim.decay_steps)
-    if n == -1:
-        n = int(train.sft_steps) if train.algo == "grpo" and train.sft_steps else int(train.steps)
-    return n
-
-
-def step_lr_factor(decay_steps: int, final_lr_ratio: float, step: int) -> float:
-    """The rate's multiplier at training step `step` (from 1): 1 with decay_steps 0 (or 1);
-    else a cosine from 1 (step 1) down to final_lr_ratio (step decay_steps), held there
-    after. It multiplies the optimizer's updates (`TrainStep`'s scale), on top of the
-    warm-up the optimizer counts in updates."""
-    if decay_steps <= 1:
-        return 1.0
-    frac = min(max(step - 1, 0) / (decay_steps - 1), 1.0)
-    return final_lr_ratio + (1.0 - final_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * frac))
-
-
-def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_steps: int = 50,
-                   weight_decay: float = 0.0, max_grad_norm: float = 1.0, b1: float = 0.9,
-                   b2: float = 0.999) -> optax.GradientTransformation:
-    """AdamW with a linear warmup over `warmup_steps` updates, a learning rate per group
-    (controller / LoRA), global-norm clipping."""
-    def adamw(lr):
-        def schedule(count):  # update k (from 0) uses lr * min(1, (k + 1) / warmup)
-            return lr * jnp.minimum(1.0, (count + 1.0) / max(warmup_steps, 1))
-
-        return optax.adamw(schedule, b1=b1, b2=b2, weight_decay=weight_decay)
-
-    return optax.chain(
-        optax.clip_by_global_norm(max_grad_norm),
-        optax.multi_transform({"controller": adamw(lr_controller), "lora": adamw(lr_lora)},
-                              lambda params: {k: k for k in params}))
 
 
 def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, entropy: bool, split=None):
@@ -312,4 +234,4 @@ class TrainStep:
         return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
-__all__ = ["LossConfig", "TrainStep", "key_loss", "loss_config", "loss_fn", "make_optimizer", "optimizer_from"]
+__all__ = ["TrainStep", "head_grad_norms", "key_loss", "loss_fn"]

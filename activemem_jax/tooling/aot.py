@@ -244,7 +244,8 @@ def train_functions(cfg, model_cfg, mesh, rules, length: int, algos=("grpo", "sf
     """The update step per algorithm and the old / reference log-prob pass, at the
     config's mini-batch of `length`-token rows."""
     from activemem_jax.activemem.lora import init_lora
-    from activemem_jax.rl.update import TrainStep, loss_config, optimizer_from
+    from activemem_jax.build import loss_config, optimizer_from
+    from activemem_jax.rl.update import TrainStep
 
     graphdef, state = abstract_backbone(model_cfg, mesh, rules)
     ctrl_gd, ctrl_state = abstract_controller(cfg, model_cfg)

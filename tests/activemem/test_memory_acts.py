@@ -17,7 +17,8 @@ from activemem_jax.activemem.recompute import recompute_p_bar
 from activemem_jax.envs.recall import CODES, RecallEnv, first_word, make_recall_tasks, name_pool
 from activemem_jax.memory import query_space as qs
 from activemem_jax.memory import tree as hlmt
-from activemem_jax.rl.update import LossConfig, head_grad_norms, loss_fn
+from activemem_jax.build import LossConfig
+from activemem_jax.rl.update import head_grad_norms, loss_fn
 
 
 def _np_unit(x):

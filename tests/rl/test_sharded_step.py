@@ -160,7 +160,7 @@ def test_step_lr_factor_is_a_cosine_to_the_floor():
     import math
     import ml_collections
     from activemem_jax import schema
-    from activemem_jax.rl.update import decay_length, step_lr_factor
+    from activemem_jax.build import decay_length, step_lr_factor
 
     f = [step_lr_factor(11, 0.1, s) for s in (1, 6, 11, 50)]
     assert f[0] == 1.0 and f[2] == pytest.approx(0.1) and f[3] == pytest.approx(0.1)
