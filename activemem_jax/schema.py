@@ -23,7 +23,7 @@ from typing import Any
 import ml_collections
 
 from activemem_jax.envs.dossier import DEFAULTS as DOSSIER
-from activemem_jax.envs.dossier import check_sizes
+from activemem_jax.envs.dossier import check_sizes, check_tree_room
 from activemem_jax.models.attention import IMPLEMENTATIONS as ATTENTION
 from activemem_jax.models.decoder import REMAT_POLICIES as _POLICIES
 from activemem_jax.sharding import DEFAULT_RULES
@@ -354,14 +354,12 @@ def load(cfg) -> Run:
           "False (or lora.rank=0)")
     _need(not (run.train.key_coef and not policy.key_head),
           f"train.key_coef={run.train.key_coef} trains the key head, but policy.key_head is False")
-    if run.data.name == "dossier" and policy.use_tree:
+    if run.data.name == "dossier":  # the environment's own rule, at load (envs/dossier.py)
         s = check_sizes(dict(run.data.dossier))
-        live = s["horizon"] * s["entities"] * s["attributes"]  # facts a question may still ask about
-        room, why = ((policy.max_children, f"policy.max_depth=1 leaves the root's policy.max_children="
-                                           f"{policy.max_children} slots") if policy.max_depth == 1 else
-                     (policy.capacity - 1, f"policy.capacity={policy.capacity} holds {policy.capacity - 1} nodes"))
-        _need(live <= room, f"data.dossier: a stream holds up to horizon x entities x attributes = {live} live facts, "
-                            f"but {why}: raise those, or lower data.dossier.horizon / entities / attributes")
+        try:
+            check_tree_room(s["horizon"] * s["entities"] * s["attributes"], policy)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     return run
 
 

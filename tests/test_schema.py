@@ -128,11 +128,11 @@ def test_a_dossier_the_tree_cannot_hold_is_refused_naming_the_fields():
     cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1"])
     assert schema.load(cfg).policy.max_depth == 1  # 2 x 2 x 2 = 8 live facts fit 16 slots
     cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1", "policy.max_children=4"])
-    with pytest.raises(schema.ConfigError, match=r"= 8 live facts, but policy.max_depth=1 leaves the root's "
-                                                 r"policy.max_children=4 slots"):
+    with pytest.raises(schema.ConfigError, match=r"policy.max_depth=1 holds at most min\(policy.max_children=4, "
+                                                 r"policy.capacity - 1=255\) nodes, but these episodes keep 8"):
         schema.load(cfg)
-    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.capacity=6"])
-    with pytest.raises(schema.ConfigError, match=r"policy.capacity=6 holds 5 nodes"):
+    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1", "policy.capacity=6"])
+    with pytest.raises(schema.ConfigError, match=r"policy.capacity - 1=5\) nodes"):
         schema.load(cfg)
 
 

@@ -106,6 +106,17 @@ def check_sizes(sizes: dict, codes: Sequence[str] = CODES, pool: int = 0) -> dic
     return s
 
 
+def check_tree_room(live: int, config) -> None:
+    """A flat tree (policy.max_depth=1) keeps every attribute as a child of the root: its
+    fan-out and capacity must hold the `live` attributes still asked about (horizon x
+    entities x attributes at most), or a ValueError names the fields."""
+    if config.use_tree and config.max_depth == 1 and live > min(config.max_children, config.capacity - 1):
+        raise ValueError(f"policy.max_depth=1 holds at most min(policy.max_children={config.max_children}, "
+                         f"policy.capacity - 1={config.capacity - 1}) nodes, but these episodes keep {live} "
+                         "attributes in play (data.dossier horizon x entities x attributes): raise "
+                         "policy.max_children / policy.capacity or shrink data.dossier")
+
+
 def turns_per_episode(sizes: dict) -> int:
     s = check_sizes(sizes)
     return s["entities"] * s["attributes"] + s["corrections"] + s["reminders"] + s["decoys"] + s["questions"]
@@ -287,12 +298,7 @@ class DossierEnv:
         """Refuse a tree that cannot hold what these episodes ask about: with a depth cap of
         1 every attribute is a child of the root, so the root's fan-out and the capacity
         must hold every attribute still asked about (task["live"])."""
-        live = max((int(t.get("live", 0)) for t in tasks), default=0)
-        if config.use_tree and config.max_depth == 1 and live > min(config.max_children, config.capacity - 1):
-            raise ValueError(f"policy.max_depth=1 holds at most min(policy.max_children={config.max_children}, "
-                             f"policy.capacity - 1={config.capacity - 1}) nodes, but these episodes keep {live} "
-                             "attributes in play (data.dossier horizon x entities x attributes): raise "
-                             "policy.max_children / policy.capacity or shrink data.dossier")
+        check_tree_room(max((int(t.get("live", 0)) for t in tasks), default=0), config)
 
     def expert(self, i: int, turn: int) -> str:
         """The right response at `turn` of episode i (SFT): the value for a question, "OK"
