@@ -24,6 +24,72 @@ import math
 from typing import Optional
 
 
+def config(**sections):
+    """A run config holding only `sections` (`config(model={"path": "embedded"}, engine=
+    {"max_slots": 8, "max_len": 4096})`): what a tool that sizes its parts per measurement
+    passes to the builders below; a field it leaves out takes the builder's default."""
+    import ml_collections
+
+    return ml_collections.ConfigDict({name: dict(fields) for name, fields in sections.items()})
+
+
+def rules(cfg) -> Optional[dict]:
+    """The logical-axis rules of the config's sharding section (None: the defaults)."""
+    return dict(cfg.sharding.rules) if "sharding" in cfg else None
+
+
+def mesh(cfg):
+    """The (data, fsdp, tensor) mesh of the config's mesh section (-1: the rest of the
+    devices); None without one (the loader then puts every device on the data axis)."""
+    from activemem_jax.sharding import make_mesh
+
+    if "mesh" not in cfg:
+        return None
+    m = cfg.mesh
+    return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
+
+
+def model(cfg, mesh_=None, **overrides):
+    """The frozen backbone of the config's model section, sharded over `mesh_` (default:
+    the config's mesh) by the config's rules; `overrides` replace model fields (e.g. remat)."""
+    from activemem_jax.models import load_from_config
+
+    return load_from_config(cfg.model, mesh=mesh_ if mesh_ is not None else mesh(cfg), rules=rules(cfg),
+                            **overrides)
+
+
+def engine(cfg, backbone):
+    """A generation engine on `backbone` sized by the config's engine section."""
+    from activemem_jax.engine import Engine
+
+    e = cfg.engine
+    return Engine(backbone, max_slots=e.max_slots, max_len=e.max_len, max_queue=e.get("max_queue", 256))
+
+
+def policy_config(cfg):
+    """The config's policy section as the typed `PolicyConfig` (checked field by field)."""
+    from activemem_jax.activemem import PolicyConfig
+
+    return PolicyConfig.from_dict(cfg.policy.to_dict())
+
+
+def policy(cfg, backbone, engine_, seed: Optional[int] = None, config=None):
+    """An ActiveMem policy (controller initialised from `seed`, default the config's)."""
+    from activemem_jax.activemem import ActiveMem
+
+    return ActiveMem(backbone, engine_, config if config is not None else policy_config(cfg),
+                     seed=cfg.seed if seed is None else seed)
+
+
+def tasks(cfg, backbone=None):
+    """The config's training task set (`activemem_jax.tasks`: tasks, environment factory,
+    search backend, scorer, grouping)."""
+    from activemem_jax.tasks import build_tasks
+
+    return build_tasks(cfg, backbone)
+
+
+# ---------------------------------------------------------------- the training parts
 @dataclasses.dataclass(frozen=True)
 class LossConfig:
     algo: str = "grpo"                 # grpo | sft
@@ -100,71 +166,6 @@ def make_optimizer(lr_controller: float = 1e-5, lr_lora: float = 1e-6, warmup_st
         optax.clip_by_global_norm(max_grad_norm),
         optax.multi_transform({"controller": adamw(lr_controller), "lora": adamw(lr_lora)},
                               lambda params: {k: k for k in params}))
-
-
-def config(**sections):
-    """A run config holding only `sections` (`config(model={"path": "embedded"}, engine=
-    {"max_slots": 8, "max_len": 4096})`): what a tool that sizes its parts per measurement
-    passes to the builders below; a field it leaves out takes the builder's default."""
-    import ml_collections
-
-    return ml_collections.ConfigDict({name: dict(fields) for name, fields in sections.items()})
-
-
-def rules(cfg) -> Optional[dict]:
-    """The logical-axis rules of the config's sharding section (None: the defaults)."""
-    return dict(cfg.sharding.rules) if "sharding" in cfg else None
-
-
-def mesh(cfg):
-    """The (data, fsdp, tensor) mesh of the config's mesh section (-1: the rest of the
-    devices); None without one (the loader then puts every device on the data axis)."""
-    from activemem_jax.sharding import make_mesh
-
-    if "mesh" not in cfg:
-        return None
-    m = cfg.mesh
-    return make_mesh(data=m.data, fsdp=m.fsdp, tensor=m.tensor)
-
-
-def model(cfg, mesh_=None, **overrides):
-    """The frozen backbone of the config's model section, sharded over `mesh_` (default:
-    the config's mesh) by the config's rules; `overrides` replace model fields (e.g. remat)."""
-    from activemem_jax.models import load_from_config
-
-    return load_from_config(cfg.model, mesh=mesh_ if mesh_ is not None else mesh(cfg), rules=rules(cfg),
-                            **overrides)
-
-
-def engine(cfg, backbone):
-    """A generation engine on `backbone` sized by the config's engine section."""
-    from activemem_jax.engine import Engine
-
-    e = cfg.engine
-    return Engine(backbone, max_slots=e.max_slots, max_len=e.max_len, max_queue=e.get("max_queue", 256))
-
-
-def policy_config(cfg):
-    """The config's policy section as the typed `PolicyConfig` (checked field by field)."""
-    from activemem_jax.activemem import PolicyConfig
-
-    return PolicyConfig.from_dict(cfg.policy.to_dict())
-
-
-def policy(cfg, backbone, engine_, seed: Optional[int] = None, config=None):
-    """An ActiveMem policy (controller initialised from `seed`, default the config's)."""
-    from activemem_jax.activemem import ActiveMem
-
-    return ActiveMem(backbone, engine_, config if config is not None else policy_config(cfg),
-                     seed=cfg.seed if seed is None else seed)
-
-
-def tasks(cfg, backbone=None):
-    """The config's training task set (`activemem_jax.tasks`: tasks, environment factory,
-    search backend, scorer, grouping)."""
-    from activemem_jax.tasks import build_tasks
-
-    return build_tasks(cfg, backbone)
 
 
 __all__ = ["LossConfig", "config", "decay_length", "loss_config", "make_optimizer", "optimizer_from",
