@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from activemem_jax.schema import ConfigError, Data, Engine, _need, _top, section
+from activemem_jax.schema import ConfigError, Data, Engine, _need, _top, _typed, section
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +112,7 @@ def load(cfg) -> AgentsRun:
     bad field. Sections it lacks take their defaults."""
     from hymem.protocol import names
 
-    get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: d)
+    get = cfg.get
     for old, new in (("benchmark", "data"), ("retrieval_url", "data.retrieval_url")):
         _need(get(old) is None, f"{old}: renamed {new} (the task family and its files are named as ActiveMem's "
                                 f"configs name them: --config.data.name=..., --config.data.retrieval_url=...)")
@@ -123,6 +123,8 @@ def load(cfg) -> AgentsRun:
     sampling = _as_dict(get("sampling") or {}, "sampling")
     unknown = sorted(set(sampling) - set(SAMPLING))
     _need(not unknown, f"sampling.{unknown[0] if unknown else ''}: no such field (known: {', '.join(SAMPLING)})")
+    sampling = {k: v if v is None else _typed(v, SAMPLING[k], f"sampling.{k}") for k, v in sampling.items()}
+    top.setdefault("agents", ())
     run = AgentsRun(agent_config=agent_config, sampling=sampling, **parts, **top)
     registered = names()
     bad = [a for a in run.agents if a not in registered]
@@ -130,9 +132,8 @@ def load(cfg) -> AgentsRun:
                                   f"agent (registered: {', '.join(registered)})")
     _need(run.trials >= 1, f"trials={run.trials}: need >= 1")
     _need(run.concurrency >= 1, f"concurrency={run.concurrency}: need >= 1")
-    _need(float(sampling.get("temperature", 0.0)) >= 0,
-          f"sampling.temperature={sampling.get('temperature')}: need >= 0")
-    _need(int(sampling.get("max_tokens", 1)) >= 1, f"sampling.max_tokens={sampling.get('max_tokens')}: need >= 1")
+    for key, low in (("temperature", 0), ("max_tokens", 1)):
+        _need(sampling.get(key) is None or sampling[key] >= low, f"sampling.{key}={sampling.get(key)}: need >= {low}")
     return run
 
 

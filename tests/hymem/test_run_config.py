@@ -37,6 +37,8 @@ def test_the_shipped_config_loads_and_shares_activemems_sections():
     (lambda c: c.data.update(kinds=("riddle",)), r"data.kinds=\('riddle',\)"),
     (lambda c: c.model.update(retries=-1), "model.retries=-1"),
     (lambda c: c.sampling.update(temprature=0.5), "sampling.temprature: no such field"),
+    (lambda c: setattr(c, "sampling", {"temperature": "hot"}), "sampling.temperature='hot': need a number"),
+    (lambda c: c.sampling.update(max_tokens=0), "sampling.max_tokens=0: need >= 1"),
     (lambda c: setattr(c, "benchmark", {"name": "gaia"}), "benchmark: renamed data"),
     (lambda c: setattr(c, "retrieval_url", "http://x"), "retrieval_url: renamed data.retrieval_url"),
     (lambda c: setattr(c, "planner", {}), "planner: no such config section"),
