@@ -76,5 +76,5 @@ def observation_length(n: int) -> int:
     return pow2(n, 16)
 
 
-__all__ = ["PREFILL_BUCKETS", "ROW_ALIGN", "batch_rows", "tile_lengths", "kv_bucket", "observation_length", "observation_rows", "pow2", "prefill_bucket",
-           "prefill_rows", "round_up", "row_length"]
+__all__ = ["PREFILL_BUCKETS", "ROW_ALIGN", "batch_rows", "kv_bucket", "observation_length", "observation_rows", "pow2",
+           "prefill_bucket", "prefill_rows", "round_up", "row_length", "tile_lengths"]

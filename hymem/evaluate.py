@@ -23,8 +23,9 @@ retries with backoff) raises `EndpointDown`; finished rows and the summary are k
 The config is checked at the start (`hymem.run_config`); its `data` section names the
 task family and its files with the fields ActiveMem's configs use, and its options
 (bad_rows, text_only, balance, retrieval_url) are the task families'
-(activemem_jax/tasks/agents.py, synthetic.py); a task's tools are its family's toolbox (search over the
-corpus, parse_file over the task's own attachment only: docs/design.md#benchmark-hygiene).
+(activemem_jax/tasks/agents.py, synthetic.py); a task's tools are the family's search over
+its corpus and parse_file over the task's own attachment only (`hymem.tools.task_toolbox`,
+docs/design.md#benchmark-hygiene).
 
 Importing this module imports no JAX.
 """
@@ -247,9 +248,8 @@ def evaluate(cfg, client=None) -> dict:
     """Every (agent, task, trial) not finished in cfg.out_dir; the summary (see `summarize`)."""
     from activemem_jax.tasks import build_section
     from hymem.llm import EndpointDown
-    from hymem.tools import search_tools, task_toolbox
-
     from hymem.run_config import load
+    from hymem.tools import search_tools, task_toolbox
 
     load(cfg)  # every field checked before a model is read (a ConfigError names the first bad one)
     ts = build_section(cfg.data, where="data")

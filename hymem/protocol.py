@@ -9,9 +9,10 @@ prompts are the context curve of the paper's Figure 4. Every model call goes thr
 (`hymem.events`).
 
 A baseline is one module: a class with those two members and a factory registered with
-`@register("name", ..., section=("config section", ItsConfig))`, taking (name, client, tools, config, aux) where `config` is the
-evaluation config (its `sampling` and the section the factory reads) and `aux` the
-auxiliary model's client (None: the main one).
+`@register("name", ..., section=("config section", ItsConfig))`, taking (name, client,
+tools, config, aux) where `config` is the evaluation config (its `sampling` and the
+section the factory reads, whose fields the harness checks against ItsConfig at load)
+and `aux` the auxiliary model's client (None: the main one).
 """
 
 from __future__ import annotations
@@ -136,4 +137,5 @@ def agent_fields(config: Mapping, key: str) -> dict:
     return fields
 
 
-__all__ = ["Agent", "Result", "RunState", "agent_fields", "build", "config_sections", "names", "register", "sampling", "section"]
+__all__ = ["Agent", "Result", "RunState", "agent_fields", "build", "config_sections", "names", "register", "sampling",
+           "section"]

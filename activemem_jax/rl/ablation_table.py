@@ -4,8 +4,8 @@ dossier streams and the embedded model: `python -m launch.bench_memory --task do
 
     summary = run_table(args, base)   # base: configs/activemem_dossier_cpu.py's config
 
-Every variant of `activemem.ablations.ABLATIONS` trains from the base config once per seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds),
-is evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
+Every variant of `activemem.ablations.ABLATIONS` trains from the base config once per
+seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds), is evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
 order, each stream from an empty tree), and the untrained controller and the rules that
 need no training are scored on those streams too. Reports the mean and a 95% interval
 across seeds (Student's t; one seed: no interval), the tree telemetry (nodes by depth,

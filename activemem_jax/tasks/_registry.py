@@ -87,8 +87,8 @@ def require_env(ts: TaskSet, name: str, where: str = "data") -> TaskSet:
 
 
 def build_section(d, model=None, where: str = "data") -> TaskSet:
-    """The TaskSet of any config section with a `name` (`data`, an evaluation's
-    `benchmark`); `model` only for the families that need it (first_token)."""
+    """The TaskSet of any config section with a `name` (a run's, an evaluation's or the
+    agent harness's `data`); `model` only for the families that need it (first_token)."""
     if d.name not in BUILDERS:
         raise ValueError(f"{where}.name={d.name!r}: use one of {sorted(BUILDERS)}")
     from activemem_jax.data.bad_rows import check_policy
