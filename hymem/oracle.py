@@ -148,4 +148,20 @@ class AccountingClient:
         return Completion(reply.text, c, n, cached)
 
 
-__all__ = ["METRICS", "AccountingClient", "OracleClient", "PacedOracleClient"]
+def oracle_bench(objectives, n_tasks: int):
+    """What both agent benchmarks start from: (world, {N: tasks}, tools, the embedded
+    model). The synthetic family (activemem_jax/tasks/synthetic.py) of world 0, `n_tasks`
+    chain questions of the dev split per N in `objectives`, drawn with seed 1; the tools
+    search the world's documents; the model (built by activemem_jax.build) counts tokens."""
+    from activemem_jax import build
+    from activemem_jax.tasks import build_section
+    from activemem_jax.tasks.synthetic import synthetic_section
+    from hymem.tools import Toolbox, search_tools
+
+    ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(objectives), n_tasks=n_tasks,
+                                         kinds=("chain",)))
+    tools = Toolbox(search_tools(ts.search, list(ts.documents)))
+    return ts.source, ts.by_group(), tools, build.model(build.config(model={"path": "embedded"}))
+
+
+__all__ = ["METRICS", "AccountingClient", "OracleClient", "PacedOracleClient", "oracle_bench"]

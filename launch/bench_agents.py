@@ -46,17 +46,12 @@ def main():
     from activemem_jax import build
     from activemem_jax.tasks import build_section
     from activemem_jax.tasks.synthetic import synthetic_section
-    from hymem import HyMemAgent, HyMemConfig, Toolbox, search_tools
+    from hymem import HyMemAgent, HyMemConfig
     from hymem.baselines import BaselineConfig, FlatAgent
+    from hymem.oracle import oracle_bench
 
     ns = [int(x) for x in args.objectives.split(",")]
-    # the synthetic family (activemem_jax/tasks/synthetic.py): world 0, chain questions of the
-    # dev split drawn with seed 1 for every N; the free run's one task (any kind) with seed 2
-    ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(ns), n_tasks=args.tasks,
-                                         kinds=("chain",)))
-    world, by_n = ts.source, ts.by_group()
-    tools = Toolbox(search_tools(ts.search, list(ts.documents)))
-    model = build.model(build.config(model={"path": "embedded"}))
+    world, by_n, tools, model = oracle_bench(ns, args.tasks)  # the free run's one task: seed 2, below
     tok = model.tokenizer
     rows = []
     big = {"planner_turns": 40, "fold_executor_calls": 5}

@@ -63,19 +63,10 @@ def main(argv=None):
     ap.add_argument("--out", default="bench_results/horizon.json")
     args = ap.parse_args(argv)
 
-    from activemem_jax import build
-    from activemem_jax.tasks import build_section
-    from activemem_jax.tasks.synthetic import synthetic_section
-    from hymem import Toolbox, search_tools
+    from hymem.oracle import oracle_bench
 
     ns = [int(x) for x in args.objectives.split(",")]
-    # the synthetic family (activemem_jax/tasks/synthetic.py): world 0, chain questions of
-    # the dev split drawn with seed 1, for every N
-    ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(ns), n_tasks=args.tasks,
-                                         kinds=("chain",)))
-    world, by_n = ts.source, ts.by_group()
-    tools = Toolbox(search_tools(ts.search, list(ts.documents)))
-    model = build.model(build.config(model={"path": "embedded"}))
+    world, by_n, tools, model = oracle_bench(ns, args.tasks)
     rows, t0 = [], time.perf_counter()
     print(f"prefix cache model: {args.slots} slots x {args.rows} tokens; means over {args.tasks} tasks")
     print(f"{'N':>3} {'agent':6} {'hops':>5} {'planner ctx':>11} {'prompt':>10} {'uncached':>10} "
