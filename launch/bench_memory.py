@@ -137,7 +137,7 @@ def _dossier(args):
     base = activemem_dossier_cpu.get_config()
     t = base.train  # the config's own phases by default; --quick: a smoke run of every
     # variant (1 seed, 24 SFT steps and 1 GRPO step, 2 held-out streams; 25 min alone on 2
-    # cores, mostly each variant's compiles): it checks that the table runs end to end,
+    # cores, 167-267 s a variant): it checks that the table runs end to end,
     # not what it says (every variant scores 0.00-0.03 after 24 steps)
     quick = dict(sft_steps=24, grpo_steps=1, eval_streams=2) if args.quick else {}
     args.sft_steps = quick.get("sft_steps", t.sft_steps) if args.sft_steps is None else args.sft_steps

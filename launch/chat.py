@@ -21,7 +21,8 @@ def main(argv):
     with config_errors():  # the model, mesh and sharding sections are the run schema's own
         for name in ("model", "mesh", "sharding"):
             schema.section(schema.SECTIONS[name], cfg[name], name)
-        schema._need(cfg.max_new_tokens >= 1, f"max_new_tokens={cfg.max_new_tokens}: need >= 1")
+        if cfg.max_new_tokens < 1:
+            raise schema.ConfigError(f"max_new_tokens={cfg.max_new_tokens}: need >= 1")
     from activemem_jax.tooling import compile_cache
 
     compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE: a directory, or off
