@@ -6,7 +6,7 @@ import pytest
 from activemem_jax import schema
 from activemem_jax.config_files import load_config
 
-CONFIGS = ("activemem_tiny_cpu", "activemem_dossier_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
+CONFIGS = ("activemem_tiny_cpu", "activemem_dossier_cpu", "activemem_dossier_long_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
            "activemem_smollm3_3b", "activemem_sft_synthetic")
 
 
@@ -44,6 +44,7 @@ def test_the_base_config_is_the_schema_defaults():
     ("model.attention=flash", "model.attention='flash'"),
     ("mesh.fsdp=0", "mesh.fsdp=0"),
     ("checkpoint.every=0", "checkpoint.every=0"),
+    ("policy.utility_start=last", "policy.utility_start='last'"),
     ("data.dossier.streams=0", "data.dossier.streams=0"),
     ("train.key_coef=1.0", "train.key_coef=1.0 trains the key head"),  # tiny_cpu has no key head
     ("lora.rank=4", None),                                  # fine alone

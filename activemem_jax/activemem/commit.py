@@ -33,6 +33,8 @@ def finish(c, tree, logs, overlay_paths, turns, returns):
 
     flat = resolved.reshape(e * n_turns, depth)
     tree, _ = jax.lax.scan(credit, tree, (flat, jnp.repeat(returns, n_turns)))
+    if getattr(c, "credit_writes", False):
+        tree = hlmt.credit_slots(tree, assigned, returns[:, None])
     tree, pruned, merged = _maintain(c, tree)
     entries = jnp.arange(logs.op.shape[-1])[None, :] < logs.length[:, None]
     updates = jnp.sum(entries & (logs.op == hlmt.OP_UPDATE))
@@ -42,11 +44,12 @@ def finish(c, tree, logs, overlay_paths, turns, returns):
 
 def _maintain(c, tree):
     idle = getattr(c, "idle_utility", "keep") == "decay"
+    first = getattr(c, "utility_start", "zero") == "first"
     if c.maintenance:
         return hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge, return_counts=True,
-                                idle_decay=idle)
+                                idle_decay=idle, first_sets=first)
     # w/o merge/delete: utilities still tracked, nothing pruned or merged
-    return hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0, return_counts=True, idle_decay=idle)
+    return hlmt.end_episode(tree, c.ema_beta, 0.0, 2.0, return_counts=True, idle_decay=idle, first_sets=first)
 
 
 def finish_groups(c, group_size: int, snapshots, logs, overlay_paths, credit_paths, turns, returns):
@@ -79,6 +82,8 @@ def finish_groups(c, group_size: int, snapshots, logs, overlay_paths, credit_pat
                                                         jnp.zeros((depth,))), r), None
 
         tree, _ = jax.lax.scan(credit_one, tree, (resolved.reshape(-1, depth), jnp.repeat(ret, n_turns)))
+        if getattr(c, "credit_writes", False):
+            tree = hlmt.credit_slots(tree, assigned[0], ret[0])
         tree, pruned, merged = _maintain(c, tree)
         entries = jnp.arange(first.op.shape[-1]) < first.length[0]
         counts = {"inserts": jnp.sum(assigned >= 0), "updates": jnp.sum(entries & (first.op[0] == hlmt.OP_UPDATE)),

@@ -199,7 +199,8 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
 
     Returns accuracy, format_failure, the baselines on the same tasks
     (`envs.dossier.dossier_baselines`), the summed commit telemetry (inserts, updates,
-    pruned, merged), the final tree's size and depth histogram, `actions`: for each
+    pruned, merged), the final tree's size and depth histogram, `per_episode`: accuracy and
+    mean nodes per tree after each episode's commit, `actions`: for each
     observation kind, the share of noop / insert / update the tree head chose, and
     `questions`: accuracy and the share that found a path ({"n", "accuracy", "path"}) for
     all questions and by what the stream showed before them (`question_kinds`), and
@@ -213,7 +214,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     baselines = env.baselines(tasks)
     order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
     state = policy.memory_state
-    trajs, counts, mix, used = [], {}, {}, set()
+    trajs, counts, mix, used, per_episode = [], {}, {}, set(), []
     seen, asked = {}, {}  # (stream, name, attr) -> [(episode, kind)]; category -> [(em, path found)]
     leaves: dict = {}     # leaf_origin -> [em]
     try:
@@ -223,6 +224,8 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                                     uids=[t["stream"] * order.episodes + e for t in part], commit=True)
             trajs += result.trajectories
             used.update(result.slots or ())
+            per_episode.append({"episode": e, "accuracy": float(np.mean([t.reward for t in result.trajectories])),
+                                "nodes": _nodes_per_tree(policy, result.slots)})
             for k in ("inserts", "updates", "pruned", "merged"):
                 counts[k] = counts.get(k, 0) + result.stats.get(k, 0)
             for tr in result.trajectories:
@@ -243,12 +246,22 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     actions = {kind: {a: n / max(sum(row), 1) for a, n in zip(TREE_ACTIONS, row)} for kind, row in mix.items()}
     return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs),
             "format_failure": 1.0 - sum(in_set) / len(in_set) if in_set else 1.0, "baselines": baselines,
-            **counts, "tree_size": int(sum(histogram.values())), "depth_histogram": histogram,
+            **counts, "per_episode": per_episode, "tree_size": int(sum(histogram.values())),
+            "depth_histogram": histogram,
             "actions": actions, "questions": {k: {"n": len(v), "accuracy": float(np.mean([em for em, _ in v])),
                                                   "path": float(np.mean([p for _, p in v]))}
                                               for k, v in sorted(asked.items())},
             "leaves": {k: {"n": len(leaves[k]), "share": len(leaves[k]) / max(sum(map(len, leaves.values())), 1),
                            "accuracy": float(np.mean(leaves[k]))} for k in LEAF_ORIGINS if k in leaves}}
+
+
+def _nodes_per_tree(policy, slots) -> float:
+    """Mean nodes (root excluded) of the trees `slots` name (tree_scope='stream'), else of
+    the policy's one tree."""
+    if slots:
+        valid = np.asarray(policy.streams.trees.valid)[sorted(set(slots))]
+        return float(valid[:, 1:].sum(axis=1).mean())
+    return float(np.asarray(policy.tree.valid)[1:].sum())
 
 
 def question_kinds(history, episode: int) -> list:
@@ -301,6 +314,21 @@ def _sort_questions(trajectory, episode: int, seen: dict, asked: dict, leaves: d
         for k in question_kinds(seen.get(key, []), episode):
             asked.setdefault(k, []).append((em, step.path_len > 0))
         leaves.setdefault(leaf_origin(turns, t, step), []).append(em)
+
+
+def format_episode_table(rows: dict) -> str:
+    """rows: {name: evaluate_streams(...)} -> a markdown table of accuracy and mean nodes
+    per tree after each episode, one column per row."""
+    names = list(rows)
+    lines = ["| episode | " + " | ".join(f"{n}: accuracy / nodes" for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for i in range(max(len(r.get("per_episode", ())) for r in rows.values())):
+        cells = []
+        for n in names:
+            e = rows[n]["per_episode"][i]
+            cells.append(f"{e['accuracy']:.3f} / {e['nodes']:.1f}")
+        lines.append(f"| {i} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
@@ -364,7 +392,8 @@ def format_recall_baselines(b: dict) -> str:
             f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
 
 
-__all__ = ["METRICS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams", "format_recall_baselines",
+__all__ = ["METRICS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams", "format_episode_table",
+           "format_recall_baselines",
            "format_recall_table", "format_stream_table", "format_table",
            "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row", "variant_config"]
 

@@ -13,6 +13,7 @@ from activemem_jax.activemem.step import StepConfig
 
 SCOPES = ("persistent", "episode", "stream")
 IDLE = ("keep", "decay")
+STARTS = ("zero", "first")
 DESCEND = ("threshold", "closer")
 POOLS = ("mean", "leaf")
 STEP_MODES = ("turn", "delimiter")
@@ -57,6 +58,10 @@ class PolicyConfig:
     prune_fraction: float = 0.05
     idle_utility: str = "keep"     # a node no activation reached this episode: keep its utility EMA, or
                                    # "decay" it (S = 0), so memories that are no longer read get pruned
+    utility_start: str = "zero"    # S_EMA of a node never activated before: starts at 0 (the EMA's
+                                   # prior) | "first": its first episode's S sets it (memory_streams.md 13)
+    credit_writes: bool = False    # a node the episode inserted counts as activated by it (credited
+                                   # with its return), so a fresh memory is not ranked as never used
     max_tokens: int = 128          # per turn
     temperature: float = 1.0       # train 1.0; eval 0.01 (paper 6.1)
     tree_temperature: float = 1.0  # tree-head exploration: sampled (GRPO) rollouts draw from softmax(logits / T)
@@ -78,6 +83,8 @@ class PolicyConfig:
             raise ValueError(f"policy.path_pool={self.path_pool!r}: use one of {POOLS}")
         if self.descend not in DESCEND:
             raise ValueError(f"policy.descend={self.descend!r}: use one of {DESCEND}")
+        if self.utility_start not in STARTS:
+            raise ValueError(f"policy.utility_start={self.utility_start!r}: use one of {STARTS}")
         if self.idle_utility not in IDLE:
             raise ValueError(f"policy.idle_utility={self.idle_utility!r}: use one of {IDLE}")
         if not self.tree_temperature > 0:

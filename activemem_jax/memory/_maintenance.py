@@ -5,7 +5,9 @@ docs/design.md#maintenance).
    utility_ema <- (1 - beta) utility_ema + beta S for activated nodes. With idle_decay, a
    node no activation reached this episode scores S = 0 (utility_ema <- (1 - beta)
    utility_ema): a memory that is no longer read sinks towards the prune line; without
-   it, an unread node keeps its utility.
+   it, an unread node keeps its utility. With first_sets, a node's first activation sets
+   S_EMA = S (no prior of 0 to climb out of), so a node read once is not ranked below a
+   stale node read many times long ago.
 2. Prune: the floor(prune_fraction * M) valid non-root nodes with the lowest utility
    (ties: lower slot first) are removed one after another; each one's children go to its
    parent. A prune whose children would overflow the parent's children row is skipped.
@@ -30,11 +32,11 @@ _BIG = jnp.iinfo(jnp.int32).max
 
 def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
                 tau_merge: float = 0.9, merge_batch: int = 1024, return_counts: bool = False,
-                idle_decay: bool = False):
+                idle_decay: bool = False, first_sets: bool = False):
     """Run the episode-end maintenance; returns the new tree (and, with return_counts,
     the number of nodes pruned and merged away)."""
     check_tree(tree, "end_episode")
-    tree = _update_utility(tree, beta, idle_decay)
+    tree = _update_utility(tree, beta, idle_decay, first_sets)
     before = jnp.sum(tree.valid)
     tree = _prune(tree, prune_fraction)
     pruned = before - jnp.sum(tree.valid)
@@ -49,11 +51,13 @@ def end_episode(tree: Tree, beta: float = 0.1, prune_fraction: float = 0.05,
     return (tree, pruned.astype(jnp.int32), merged.astype(jnp.int32)) if return_counts else tree
 
 
-def _update_utility(tree: Tree, beta, idle_decay: bool = False) -> Tree:
+def _update_utility(tree: Tree, beta, idle_decay: bool = False, first_sets: bool = False) -> Tree:
     hit = tree.episode_hits > 0
     score = tree.episode_return_sum / jnp.maximum(tree.episode_hits, 1).astype(jnp.float32)
     moves = (hit | tree.valid) if idle_decay else hit  # idle: S = 0 for an unread valid node
     ema = jnp.where(moves, (1.0 - beta) * tree.utility_ema + beta * jnp.where(hit, score, 0.0), tree.utility_ema)
+    if first_sets:  # visits already counts this episode's hits: equal means never activated before
+        ema = jnp.where(hit & (tree.visits == tree.episode_hits), score, ema)
     return tree.replace(utility_ema=ema.astype(jnp.float32))
 
 

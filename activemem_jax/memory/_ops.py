@@ -139,6 +139,20 @@ def update_node(tree: Tree, idx, target, alpha):
     return tree.replace(emb=tree.emb.at[i].set(jnp.where(ok, unit, tree.emb[i])))
 
 
+def credit_slots(tree: Tree, slots, episode_return):
+    """Credit `episode_return` to each slot of `slots` (any shape, -1 entries skipped): one
+    activation each, as a path's nodes get from `record_activations`."""
+    check_tree(tree, "credit_slots")
+    s = jnp.asarray(slots, jnp.int32).reshape(-1)
+    rows = jnp.where(s >= 0, s, tree.capacity)
+    r = jnp.broadcast_to(jnp.asarray(episode_return, jnp.float32), jnp.shape(slots)).reshape(-1)
+    return tree.replace(
+        episode_return_sum=tree.episode_return_sum.at[rows].add(r, mode="drop"),
+        episode_hits=tree.episode_hits.at[rows].add(1, mode="drop"),
+        visits=tree.visits.at[rows].add(1, mode="drop"),
+    )
+
+
 def record_activations(tree: Tree, path: Path, episode_return):
     """Credit `episode_return` to every node on `path` (one activation each)."""
     check_tree(tree, "record_activations")

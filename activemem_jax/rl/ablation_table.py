@@ -91,6 +91,34 @@ def eval_tasks(cfg, streams: int, seed: int = 1):
     return build_section(held, where="data").tasks
 
 
+def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, step=None,
+                   log=print) -> dict:
+    """A training run's checkpoint (`directory`, its newest step or `step`) scored on
+    `streams` held-out streams once per variant: "full" (the policy as configured) or an
+    evaluation ablation's policy switches (`ablations.evaluation_overrides`). Every variant
+    restores the same controller, trees and query space and replays the same streams
+    (`evaluate_streams`). Returns {name: {"step", **evaluate_streams' row}}."""
+    from activemem_jax import build
+    from activemem_jax.activemem import PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.activemem.ablations import evaluation_overrides
+    from activemem_jax.rl.checkpoints import restore_policy
+    from activemem_jax.tasks import recall_codes
+
+    tasks = eval_tasks(cfg, streams)
+    rows = {}
+    for name in names:
+        switches = {} if name == "full" else evaluation_overrides(name)
+        policy = build.policy(cfg, model, engine, config=PolicyConfig.from_dict({**cfg.policy.to_dict(), **switches}))
+        restored = restore_policy(directory, policy, step)
+        r = rows[name] = {"step": restored, **ev.evaluate_streams(policy, tasks, seed=cfg.seed,
+                                                                  codes=recall_codes(cfg.data))}
+        if log:
+            log(f"{name} (step {restored}): accuracy {r['accuracy']:.3f}, pruned {r.get('pruned', 0)}, "
+                f"merged {r.get('merged', 0)}, final nodes {r['tree_size']}")
+    return rows
+
+
 def _row(r: dict) -> dict:
     keep = ("accuracy", "format_failure", "inserts", "updates", "pruned", "merged", "tree_size",
             "depth_histogram", "actions", "questions")
@@ -239,4 +267,5 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_table", "train_with_curve", "write"]
+__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_table", "score_variants",
+           "train_with_curve", "write"]

@@ -241,3 +241,45 @@ def test_prune_and_merge_act_on_a_scripted_stream():
             assert sorted(slot) == [0, 1, 3]  # fact 2 (unread, the lower slot of the two) went first
     assert inserts == [4, 0, 0] and pruned == [1, 1, 0] and merged == [0, 0, 1]
     assert sorted(slot) == [0]  # fact 3 pruned in episode 1; fact 1's node merged into fact 0's
+
+
+@pytest.mark.parametrize("credit_writes,utility_start,pruned_fact", [
+    (False, "zero", 1),   # the fresh fact was never read: utility 0, it goes first
+    (True, "zero", 1),    # written = read once, but the EMA's 0 prior leaves it at beta x 0.5 = 0.15 < 0.42
+    (True, "first", 0),   # its first activation sets 0.5 > the stale fact's 0.7 x 0.6 = 0.42
+])
+def test_a_fresh_memory_outranks_a_stale_one_only_with_write_credit_and_a_first_read_start(
+        credit_writes, utility_start, pruned_fact):
+    """One stale fact (utility 0.6 from three earlier reads, unread this episode) and one
+    fact the episode inserts; the episode returns 0.5 and nothing reads either node. Half
+    the nodes (floor(0.5 x 2) = 1) are pruned: the lower utility goes."""
+    cfg = PolicyConfig(tree_scope="stream", capacity=8, max_children=4, max_depth=3, max_ops=2, prune_fraction=0.5,
+                       ema_beta=0.3, idle_utility="decay", credit_writes=credit_writes, utility_start=utility_start)
+    tree, stale = hlmt.insert_node(hlmt.init_tree(8, D, 4, 3), 0, _unit(0))
+    tree = tree.replace(utility_ema=tree.utility_ema.at[stale].set(0.6), visits=tree.visits.at[stale].set(3))
+    log = hlmt.new_log(2, D)
+    _, log, _ = hlmt.log_insert(tree, log, 0, _unit(1), 0)
+    one = lambda x: jax.tree.map(lambda a: a[None], x)  # noqa: E731
+    nowhere = jnp.full((1, 1, 3), -1, jnp.int32)
+    kept_cfg = PolicyConfig(**{**cfg.__dict__, "prune_fraction": 0.0})
+    kept, _, _ = finish_groups(kept_cfg, 1, one(tree), one(log), nowhere, nowhere, jnp.asarray([1]),
+                               jnp.asarray([0.5]))
+    ema = np.asarray(kept.utility_ema[0])
+    fresh = int(np.flatnonzero(np.asarray(kept.valid[0]))[-1])
+    assert np.isclose(ema[stale], 0.7 * 0.6)
+    assert np.isclose(ema[fresh], {(False, "zero"): 0.0, (True, "zero"): 0.15, (True, "first"): 0.5}[
+        (credit_writes, utility_start)])
+    trees, _, counts = finish_groups(cfg, 1, one(tree), one(log), nowhere, nowhere, jnp.asarray([1]),
+                                     jnp.asarray([0.5]))
+    left = [int(np.argmax(np.asarray(trees.emb[0, i]))) for i in np.flatnonzero(np.asarray(trees.valid[0]))[1:]]
+    assert int(counts["pruned"]) == 1 and left == [1 - pruned_fact]
+
+
+def test_credit_slots_counts_each_written_slot_once_and_skips_minus_one():
+    t = hlmt.init_tree(6, D, 4, 3)
+    for i in range(3):
+        t, _ = hlmt.insert_node(t, 0, _unit(i))
+    t = hlmt.credit_slots(t, jnp.asarray([[1, -1], [3, 1]]), jnp.asarray([[0.5], [1.0]]))
+    assert np.asarray(t.episode_hits).tolist() == [0, 2, 0, 1, 0, 0]
+    assert np.allclose(np.asarray(t.episode_return_sum), [0, 1.5, 0, 1.0, 0, 0])
+    assert np.asarray(t.visits).tolist() == [0, 2, 0, 1, 0, 0]

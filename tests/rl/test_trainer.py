@@ -155,5 +155,18 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
         assert next_actions(resumed) == actions
         m = resumed.train_step()  # GRPO: a group of 2 rollouts per stream commits one tree per stream
         assert m["algo"] == "grpo" and np.isfinite(m["loss"])
+        resumed.save()
     finally:
         resumed.close()
+    # the checkpoint scored on a held-out stream with and without episode-end maintenance
+    # (launch/score_streams.py): the same restored step, a prune each episode only with it
+    from activemem_jax.rl.ablation_table import score_variants
+
+    scored = cfg.copy_and_resolve_references()
+    scored.policy.update(prune_fraction=0.5, utility_start="first", credit_writes=True)
+    rows = score_variants(scored, str(tmp_path / "checkpoints"), ["full", "w/o merge/delete"], tiny_model,
+                          tiny_engine, streams=1, log=None)
+    full, kept = rows["full"], rows["w/o merge/delete"]
+    assert full["step"] == kept["step"] == 3 and len(full["per_episode"]) == len(kept["per_episode"]) == 3
+    assert full["pruned"] > 0 and kept["pruned"] == kept["merged"] == 0
+    assert full["per_episode"][-1]["nodes"] < kept["per_episode"][-1]["nodes"]
