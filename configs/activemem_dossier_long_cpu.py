@@ -4,8 +4,8 @@ questions that reach back one episode, so by the last episode three quarters of 
 stream's tree holds is never asked again, and the root's 16 children are full by episode
 8 (later entities then land under an unrelated entity, where the search does not reach
 them). The prune removes a quarter of the nodes at each episode end
-(`policy.prune_fraction=0.25`, about the rate new attributes arrive; the paper's 5% keeps
-up with nothing here). With the paper's utility rule as written a node starts at S_EMA =
+(`policy.prune_fraction=0.25`, about the rate new attributes arrive; the paper's 5% does
+not keep up with them). With the paper's utility rule as written a node starts at S_EMA =
 0 and one read leaves it at beta x S, below a stale node read in earlier episodes; here a
 node the episode wrote counts as activated (`policy.credit_writes`), its first activation
 sets its utility (`policy.utility_start="first"`), and an unread node decays

@@ -14,8 +14,8 @@ Every function is pure and jit/vmap-able (over a batch of trees and of queries).
 """
 
 from activemem_jax.memory._maintenance import end_episode
-from activemem_jax.memory._ops import (best_child, credit_slots, insert_node, path_leaf, path_mean, record_activations, traverse,
-                                      update_node)
+from activemem_jax.memory._ops import (best_child, credit_slots, insert_node, path_leaf, path_mean,
+                                      record_activations, traverse, update_node)
 from activemem_jax.memory._oplog import (OP_INSERT, OP_NONE, OP_UPDATE, OpLog, commit, log_insert,
                                          log_update, last_writer, new_log, resolve_slots)
 from activemem_jax.memory._state import (Path, Tree, children_from_parents, depths_from_parents,
