@@ -2,6 +2,7 @@
 
     python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
     python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
+    python -m launch.bench_memory --task dossier --config configs/activemem_dossier_long_cpu.py  # maintenance acts
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -58,6 +59,9 @@ def main():
                    help="recall: the table below; dossier: the ablation table (activemem_jax/rl/ablation_table.py)")
     p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier the config's (600)")
     p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
+    p.add_argument("--config", default="configs/activemem_dossier_cpu.py",
+                   help="dossier: the base config file (configs/activemem_dossier_long_cpu.py: 12-episode streams, "
+                        "where maintenance acts)")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
     p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
     p.add_argument("--three-seed-variants", default="full,SFT only,w/o tree action head,flat tree",
@@ -132,9 +136,10 @@ def _dossier(args):
     from activemem_jax.activemem.ablations import ABLATIONS
     from activemem_jax.rl import ablation_table
 
-    from configs import activemem_dossier_cpu
+    from activemem_jax.config_files import config_errors, load_config
 
-    base = activemem_dossier_cpu.get_config()
+    with config_errors():
+        base = load_config(args.config)
     t = base.train  # the config's own phases by default; --quick: a smoke run of every
     # variant (1 seed, 24 SFT steps and 1 GRPO step, 2 held-out streams; 25 min alone on 2
     # cores, 167-267 s a variant): it checks that the table runs end to end,
