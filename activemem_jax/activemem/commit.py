@@ -33,7 +33,7 @@ def finish(c, tree, logs, overlay_paths, turns, returns):
 
     flat = resolved.reshape(e * n_turns, depth)
     tree, _ = jax.lax.scan(credit, tree, (flat, jnp.repeat(returns, n_turns)))
-    if getattr(c, "credit_writes", False):
+    if c.credit_writes:
         tree = hlmt.credit_slots(tree, assigned, returns[:, None])
     tree, pruned, merged = _maintain(c, tree)
     entries = jnp.arange(logs.op.shape[-1])[None, :] < logs.length[:, None]
@@ -43,8 +43,7 @@ def finish(c, tree, logs, overlay_paths, turns, returns):
 
 
 def _maintain(c, tree):
-    idle = getattr(c, "idle_utility", "keep") == "decay"
-    first = getattr(c, "utility_start", "zero") == "first"
+    idle, first = c.idle_utility == "decay", c.utility_start == "first"
     if c.maintenance:
         return hlmt.end_episode(tree, c.ema_beta, c.prune_fraction, c.tau_merge, return_counts=True,
                                 idle_decay=idle, first_sets=first)
@@ -82,7 +81,7 @@ def finish_groups(c, group_size: int, snapshots, logs, overlay_paths, credit_pat
                                                         jnp.zeros((depth,))), r), None
 
         tree, _ = jax.lax.scan(credit_one, tree, (resolved.reshape(-1, depth), jnp.repeat(ret, n_turns)))
-        if getattr(c, "credit_writes", False):
+        if c.credit_writes:
             tree = hlmt.credit_slots(tree, assigned[0], ret[0])
         tree, pruned, merged = _maintain(c, tree)
         entries = jnp.arange(first.op.shape[-1]) < first.length[0]

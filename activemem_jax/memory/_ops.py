@@ -140,8 +140,9 @@ def update_node(tree: Tree, idx, target, alpha):
 
 
 def credit_slots(tree: Tree, slots, episode_return):
-    """Credit `episode_return` to each slot of `slots` (any shape, -1 entries skipped): one
-    activation each, as a path's nodes get from `record_activations`."""
+    """Credit `episode_return` (broadcast to `slots`) to each slot of `slots` (any shape;
+    negative entries skipped): one activation each. A written node's credit, and what
+    `record_activations` gives each node of a path."""
     check_tree(tree, "credit_slots")
     s = jnp.asarray(slots, jnp.int32).reshape(-1)
     rows = jnp.where(s >= 0, s, tree.capacity)
@@ -158,10 +159,4 @@ def record_activations(tree: Tree, path: Path, episode_return):
     check_tree(tree, "record_activations")
     chex.assert_rank([path.nodes, path.length], [1, 0],
                      custom_message="record_activations: one path (nodes [D], length [])")
-    rows = jnp.where(path.mask, path.nodes, tree.capacity)  # padding -> dropped
-    r = jnp.asarray(episode_return, jnp.float32)
-    return tree.replace(
-        episode_return_sum=tree.episode_return_sum.at[rows].add(r, mode="drop"),
-        episode_hits=tree.episode_hits.at[rows].add(1, mode="drop"),
-        visits=tree.visits.at[rows].add(1, mode="drop"),
-    )
+    return credit_slots(tree, jnp.where(path.mask, path.nodes, -1), episode_return)  # padding -> skipped

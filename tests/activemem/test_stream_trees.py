@@ -2,6 +2,8 @@
 trees: which slot a stream gets, which writes a group commits, which activations it
 credits, and node credit keyed by identity (rl/grpo.hierarchical_advantages)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -261,7 +263,7 @@ def test_a_fresh_memory_outranks_a_stale_one_only_with_write_credit_and_a_first_
     _, log, _ = hlmt.log_insert(tree, log, 0, _unit(1), 0)
     one = lambda x: jax.tree.map(lambda a: a[None], x)  # noqa: E731
     nowhere = jnp.full((1, 1, 3), -1, jnp.int32)
-    kept_cfg = PolicyConfig(**{**cfg.__dict__, "prune_fraction": 0.0})
+    kept_cfg = dataclasses.replace(cfg, prune_fraction=0.0)
     kept, _, _ = finish_groups(kept_cfg, 1, one(tree), one(log), nowhere, nowhere, jnp.asarray([1]),
                                jnp.asarray([0.5]))
     ema = np.asarray(kept.utility_ema[0])
