@@ -68,7 +68,8 @@ def main():
                    help="dossier: the variants that get --seeds (the others get --other-seeds)")
     p.add_argument("--eval-streams", type=int, default=8, help="dossier: held-out streams")
     p.add_argument("--quick", action="store_true",
-                   help="dossier: a smoke run of the table (1 seed, 24 SFT + 1 GRPO steps, 2 held-out streams)")
+                   help="dossier: one run of full (150 SFT + 4 GRPO steps), SFT only from its SFT checkpoint and "
+                        "the evaluation ablations scored on its last checkpoint (not trained), 4 held-out streams")
     p.add_argument("--n-facts", type=int, default=4)
     p.add_argument("--eval-tasks", type=int, default=32)
     p.add_argument("--curve-every", type=int, default=25, help="evaluate on 8 tasks every N steps")
@@ -140,11 +141,11 @@ def _dossier(args):
 
     with config_errors():
         base = load_config(args.config)
-    t = base.train  # the config's own phases by default; --quick: a smoke run of every
-    # variant (1 seed, 24 SFT steps and 1 GRPO step, 2 held-out streams; 25 min alone on 2
-    # cores, 167-267 s a variant): it checks that the table runs end to end,
-    # not what it says (every variant scores 0.00-0.03 after 24 steps)
-    quick = dict(sft_steps=24, grpo_steps=1, eval_streams=2) if args.quick else {}
+    t = base.train  # the config's own phases by default; --quick: one run of "full" (150 SFT
+    # steps, the rate falling over them, then 4 GRPO steps), "SFT only" from its SFT
+    # checkpoint and the evaluation ablations on its last one, 4 held-out streams
+    # (ablation_table.run_quick)
+    quick = dict(sft_steps=150, grpo_steps=4, eval_streams=4) if args.quick else {}
     args.sft_steps = quick.get("sft_steps", t.sft_steps) if args.sft_steps is None else args.sft_steps
     args.grpo_steps = quick.get("grpo_steps", t.steps - t.sft_steps) if args.grpo_steps is None else args.grpo_steps
     if args.variants == ",".join(VARIANTS):
@@ -155,8 +156,8 @@ def _dossier(args):
         args.seeds = args.other_seeds = 1
         args.eval_streams = quick["eval_streams"] if args.eval_streams == 8 else args.eval_streams
     if args.out == "bench_results/memory.json":
-        args.out = "bench_results/memory_table.json"
-    summary = ablation_table.run_table(args, base)
+        args.out = "bench_results/memory_table_quick.json" if args.quick else "bench_results/memory_table.json"
+    summary = (ablation_table.run_quick if args.quick else ablation_table.run_table)(args, base)
     print(ablation_table.format_table(summary))
     print(f"total {summary['total_time_s']:.0f} s")
     ablation_table.write(summary, args.out)

@@ -3,9 +3,11 @@ dossier streams and the embedded model: `python -m launch.bench_memory --task do
 (its command line; this module holds the table, so tests and other launchers use it too).
 
     summary = run_table(args, base)   # base: configs/activemem_dossier_cpu.py's config
+    summary = run_quick(args, base)   # --quick: one trained run, the evaluation ablations on it
 
 Every variant of `activemem.ablations.ABLATIONS` trains from the base config once per
-seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds), is evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
+seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds), is
+evaluated on the same held-out streams (`evaluate_streams`: every stream's episodes in
 order, each stream from an empty tree), and the untrained controller and the rules that
 need no training are scored on those streams too. Reports the mean and a 95% interval
 across seeds (Student's t; one seed: no interval), the tree telemetry (nodes by depth,
@@ -96,8 +98,9 @@ def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, 
     """A training run's checkpoint (`directory`, its newest step or `step`) scored on
     `streams` held-out streams once per variant: "full" (the policy as configured) or an
     evaluation ablation's policy switches (`ablations.evaluation_overrides`). Every variant
-    restores the same controller, trees and query space and replays the same streams
-    (`evaluate_streams`). Returns {name: {"step", **evaluate_streams' row}}."""
+    takes the same restored controller, trees and query space (a head the variant does not
+    build, such as the latent head under "w/o latent injection", is left out) and replays
+    the same streams (`evaluate_streams`). Returns {name: {"step", **evaluate_streams' row}}."""
     from activemem_jax import build
     from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem import evaluate as ev
@@ -106,17 +109,40 @@ def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, 
     from activemem_jax.tasks import recall_codes
 
     tasks = eval_tasks(cfg, streams)
+    full = build.policy(cfg, model, engine)
+    restored = restore_policy(directory, full, step)
     rows = {}
     for name in names:
-        switches = {} if name == "full" else evaluation_overrides(name)
-        policy = build.policy(cfg, model, engine, config=PolicyConfig.from_dict({**cfg.policy.to_dict(), **switches}))
-        restored = restore_policy(directory, policy, step)
+        policy = full
+        if name != "full":
+            switches = evaluation_overrides(name)
+            policy = build.policy(cfg, model, engine,
+                                  config=PolicyConfig.from_dict({**cfg.policy.to_dict(), **switches}))
+            policy.params = _take(policy.params, full.params, name)
+            policy.memory_state = _take(policy.memory_state, full.memory_state, name)
         r = rows[name] = {"step": restored, **ev.evaluate_streams(policy, tasks, seed=cfg.seed,
                                                                   codes=recall_codes(cfg.data))}
         if log:
             log(f"{name} (step {restored}): accuracy {r['accuracy']:.3f}, pruned {r.get('pruned', 0)}, "
                 f"merged {r.get('merged', 0)}, final nodes {r['tree_size']}")
     return rows
+
+
+def _take(template, source, name: str):
+    """`source`'s arrays in `template`'s structure (its static fields kept), each leaf found
+    by its path; `source` may hold more (a head the template's config does not build)."""
+    import jax
+
+    have = {jax.tree_util.keystr(p): x for p, x in jax.tree_util.tree_flatten_with_path(source)[0]}
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    leaves = []
+    for p, t in paths:
+        key = jax.tree_util.keystr(p)
+        if key not in have or getattr(have[key], "shape", None) != getattr(t, "shape", None):
+            raise ValueError(f"variant {name!r}: the trained run has no {key} of shape {getattr(t, 'shape', None)} "
+                             "for it; train the variant instead (--variants)")
+        leaves.append(have[key])
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _row(r: dict) -> dict:
@@ -200,6 +226,65 @@ def run_table(args, base) -> dict:
     return summary
 
 
+def run_quick(args, base, model=None, engine=None) -> dict:
+    """--quick: one seed of "full" trained (args' SFT and GRPO steps), its SFT checkpoint
+    scored as "SFT only" (that variant is the same run stopped there: `ablations.shares_sft`),
+    and every evaluation ablation (`ablations.evaluation_ablations`) scored on full's final
+    checkpoint: those rows are not trained on their own and say so (`evaluated_on`). The
+    training-only ablations ("w/o hierarchical advantage") are left out. Same summary as
+    `run_table`. `model` / `engine`: reuse these (default: the config's)."""
+    import contextlib
+
+    from activemem_jax import build
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.activemem.ablations import evaluation_ablations
+    from activemem_jax.rl.trainer import Trainer
+    from activemem_jax.tasks import recall_codes
+
+    t_start = time.perf_counter()
+    out = tempfile.mkdtemp(prefix="memory_table_quick_")
+    cfg = run_config(base, "full", 0, args, out)
+    model = model or build.model(cfg)
+    test = eval_tasks(cfg, args.eval_streams)
+    curve_tasks = eval_tasks(cfg, max(1, args.eval_streams // 4), seed=7)
+    accuracy = lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"]  # noqa: E731
+    directory, sft_step, last = os.path.join(out, "checkpoints"), cfg.train.sft_steps, cfg.train.steps
+    try:
+        with contextlib.nullcontext(engine) if engine else build.engine(cfg, model) as engine:
+            untrained = build.policy(cfg, model, engine, seed=0)
+            reference = ev.evaluate_streams(untrained, test, seed=cfg.seed, codes=recall_codes(cfg.data))
+            t0 = time.perf_counter()
+            trainer = Trainer(cfg, model=model, engine=engine)
+            try:
+                curve, history = train_with_curve(trainer, sft_step, args.curve_every, "full seed 0", accuracy)
+                trainer.save()
+                sft_s = time.perf_counter() - t0
+                more, steps = train_with_curve(trainer, last, args.curve_every, "full seed 0", accuracy)
+                trainer.save()
+                trainer.ckpt.wait()
+            finally:
+                trainer.close()
+            train_s = time.perf_counter() - t0
+            scored = score_variants(cfg, directory, ["full", *evaluation_ablations()], model, engine,
+                                    args.eval_streams, step=last)
+            sft = score_variants(cfg, directory, ["full"], model, engine, args.eval_streams, step=sft_step)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    runs = {"untrained": [_row(reference)],
+            "full": [{**_row(scored["full"]), "seed": 0, "curve": curve + more, "steps": history + steps,
+                      "train_time_s": train_s}]}
+    if last > sft_step:
+        runs["SFT only"] = [{**_row(sft["full"]), "seed": 0, "curve": curve, "steps": history,
+                             "train_time_s": sft_s, "shared_sft": True}]
+    for name in evaluation_ablations():
+        runs[name] = [{**_row(scored[name]), "seed": 0, "evaluated_on": f"full seed 0, step {last}"}]
+    summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args), "quick": True,
+               "total_time_s": time.perf_counter() - t_start}
+    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
+                        for v, rs in runs.items()}
+    return summary
+
+
 def format_table(summary: dict) -> str:
     lines = ["| variant | accuracy (mean) | 95% interval | seeds | nodes by depth | pruned | merged | "
              "decoys: noop / insert / update | corrections: noop / insert / update |",
@@ -221,7 +306,8 @@ def format_table(summary: dict) -> str:
         ci = "-" if math.isnan(t["ci95"]) else f"+/- {t['ci95']:.3f}"
         pruned = sum(r.get("pruned", 0) for r in rs) / len(rs)
         merged = sum(r.get("merged", 0) for r in rs) / len(rs)
-        lines.append(f"| {v} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
+        name = f"{v} (on {rs[0]['evaluated_on']}, not trained)" if rs[0].get("evaluated_on") else v
+        lines.append(f"| {name} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
                      f"{mix(rs, 'decoy')} | {mix(rs, 'correction')} |")
     b = summary["baselines"]
     rules = ", ".join(f"{k} {b[k]:.3f}" for k in b if isinstance(b[k], float))
@@ -267,5 +353,5 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_table", "score_variants",
+__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_quick", "run_table", "score_variants",
            "train_with_curve", "write"]

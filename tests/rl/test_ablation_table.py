@@ -22,3 +22,31 @@ def test_the_table_reports_every_variant_with_its_seeds_and_the_rules():
     text = ablation_table.format_table(summary)
     assert "| full | 0.600 | +/- " in text and "| flat tree | 0.500 | - | 1 |" in text
     assert "1.00 / 0.00 / 0.00" in text and "store_all 0.375" in text and "red" not in text
+
+
+def test_quick_trains_full_once_and_scores_the_evaluation_ablations_on_its_checkpoint(tiny_model, tiny_engine):
+    """--quick (launch/bench_memory.py): one run of "full", "SFT only" is that run's SFT
+    checkpoint, and every evaluation ablation is scored on its last checkpoint and marked
+    as not trained; maintenance acts only where the row keeps it."""
+    import argparse
+
+    from activemem_jax.activemem.ablations import evaluation_ablations
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.policy.update(hidden=32, prune_fraction=0.5, utility_start="first", credit_writes=True)
+    cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
+    args = argparse.Namespace(sft_steps=2, grpo_steps=1, eval_streams=1, curve_every=2, set=[])
+    summary = ablation_table.run_quick(args, cfg, model=tiny_model, engine=tiny_engine)
+    runs = summary["runs"]
+    assert set(runs) == {"untrained", "full", "SFT only", *evaluation_ablations()}
+    assert [s["algo"] for s in runs["full"][0]["steps"]] == ["sft", "sft", "grpo"]
+    assert len(runs["SFT only"][0]["steps"]) == 2 and "evaluated_on" not in runs["full"][0]
+    for name in evaluation_ablations():
+        assert runs[name][0]["evaluated_on"] == "full seed 0, step 3", name
+    assert runs["full"][0]["pruned"] > 0 and runs["w/o merge/delete"][0]["pruned"] == 0
+    assert runs["w/o HLMT"][0]["inserts"] == 0 < runs["full"][0]["inserts"]
+    assert max(int(d) for d in runs["flat tree"][0]["depth_histogram"]) == 1
+    text = ablation_table.format_table(summary)
+    assert "| w/o HLMT (on full seed 0, step 3, not trained) |" in text and "| full | " in text
