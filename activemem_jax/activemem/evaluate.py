@@ -233,7 +233,9 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                     row = mix.setdefault(turn["kind"], [0, 0, 0])
                     row[step.tree_action] += 1
                 _sort_questions(tr, tr.task.get("episode", e), seen, asked, leaves)
-        if used:  # tree_scope='stream': the held-out streams' own trees
+        if not policy.config.use_tree:  # "w/o HLMT": no tree of its own (the one it holds is not read)
+            depths = np.zeros((0,), np.int32)
+        elif used:  # tree_scope='stream': the held-out streams' own trees
             idx = sorted(used)
             depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
         else:

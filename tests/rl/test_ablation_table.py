@@ -47,6 +47,7 @@ def test_quick_trains_full_once_and_scores_the_evaluation_ablations_on_its_check
         assert runs[name][0]["evaluated_on"] == "full seed 0, step 3", name
     assert runs["full"][0]["pruned"] > 0 and runs["w/o merge/delete"][0]["pruned"] == 0
     assert runs["w/o HLMT"][0]["inserts"] == 0 < runs["full"][0]["inserts"]
+    assert runs["w/o HLMT"][0]["tree_size"] == 0 and runs["w/o HLMT"][0]["depth_histogram"] == {}
     assert max(int(d) for d in runs["flat tree"][0]["depth_histogram"]) == 1
     text = ablation_table.format_table(summary)
     assert "| w/o HLMT (on full seed 0, step 3, not trained) |" in text and "| full | " in text
