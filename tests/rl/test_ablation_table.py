@@ -51,3 +51,14 @@ def test_quick_trains_full_once_and_scores_the_evaluation_ablations_on_its_check
     assert max(int(d) for d in runs["flat tree"][0]["depth_histogram"]) == 1
     text = ablation_table.format_table(summary)
     assert "| w/o HLMT (on full seed 0, step 3, not trained) |" in text and "| full | " in text
+
+
+def test_a_variant_takes_the_restored_arrays_it_builds_and_refuses_a_wrong_shape():
+    import numpy as np
+    import pytest
+
+    source = {"head": {"w": np.ones((2, 3))}, "latent": {"w": np.zeros((4,))}}
+    got = ablation_table._take({"head": {"w": np.zeros((2, 3))}}, source, "w/o latent injection")
+    assert set(got) == {"head"} and np.array_equal(got["head"]["w"], np.ones((2, 3)))
+    with pytest.raises(ValueError, match="'flat tree'.*shape \\(3, 3\\)"):
+        ablation_table._take({"head": {"w": np.zeros((3, 3))}}, source, "flat tree")
