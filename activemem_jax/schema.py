@@ -25,6 +25,7 @@ import ml_collections
 from activemem_jax.envs.dossier import DEFAULTS as DOSSIER
 from activemem_jax.envs.dossier import check_sizes, check_tree_room
 from activemem_jax.models.attention import IMPLEMENTATIONS as ATTENTION
+from activemem_jax.models.decode_kernel import DECODE_IMPLEMENTATIONS as DECODE
 from activemem_jax.models.decoder import REMAT_POLICIES as _POLICIES
 from activemem_jax.sharding import DEFAULT_RULES
 
@@ -51,6 +52,7 @@ class Model:
     remat_policy: str = ""        # "" (full with remat) | none | full | dots_saveable
                                   # | dots_with_no_batch_dims_saveable
     attention: str = "auto"       # auto (splash on TPU, cudnn on GPU, xla on CPU) | xla | splash | cudnn
+    decode_attention: str = "auto"  # the engine's decode: auto (paged on TPU and GPU, xla on CPU) | xla | paged
 
     def check(self) -> None:
         _need(self.dtype in ("float32", "bfloat16", "auto"), f"model.dtype={self.dtype!r}: float32, bfloat16 or auto")
@@ -62,6 +64,7 @@ class Model:
         _need(not (self.remat and self.remat_policy == "none"),
               "model.remat=True contradicts model.remat_policy='none': give one of them")
         _need(self.attention in ATTENTION, f"model.attention={self.attention!r}: one of {ATTENTION}")
+        _need(self.decode_attention in DECODE, f"model.decode_attention={self.decode_attention!r}: one of {DECODE}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,6 +60,7 @@ def main(argv):
     from activemem_jax.config_files import flag_value
     from activemem_jax.models import UnsupportedModelError
     from activemem_jax.models.attention import resolve
+    from activemem_jax.models.decode_kernel import resolve_decode
     from activemem_jax.tooling import aot, topologies
 
     cfg = flag_value(_CONFIG)
@@ -104,9 +105,11 @@ def main(argv):
         layer_steps.append(None)
 
     m_sizes = dict(mesh.shape)
+    HEADER_SKIPS = ("dtype", "attention", "decode_attention")  # printed resolved
     header = (f"{os.path.basename(cfg.model.path)} ({model_cfg.num_params / 1e9:.2f}B, {model_cfg.dtype}, "
-              f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k not in ('dtype', 'attention'))}, "
-              f"attention={resolve(model_cfg.attention, 'tpu', model_cfg.act_dtype)}) on {sl.name} "
+              f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k not in HEADER_SKIPS)}, "
+              f"attention={resolve(model_cfg.attention, 'tpu', model_cfg.act_dtype)}, "
+              f"decode={resolve_decode(model_cfg.decode_attention, 'tpu')}) on {sl.name} "
               f"({sl.topology}, {sl.chips} x {chip.name}, {chip.hbm_gib:g} GiB HBM, {chip.peak_tflops:g} TFLOP/s "
               f"bf16, {sl.hosts} host(s)); training mesh {m_sizes}; engine mesh {dict(gen_mesh.shape)}; "
               f"jax {jax.__version__}")
@@ -149,7 +152,8 @@ def main(argv):
         print(f"L whole model: the same step unrolled, compiled at 1 and 2 layers: counts(1) + "
               f"{model_cfg.num_layers - 1} x (counts(2) - counts(1)); memory is the scanned program's own")
     if any(r.modelled for r in done):
-        print("kernels: the share of the time estimate that is splash attention's modelled roofline "
+        print("kernels: the share of the time estimate that is the Pallas kernels' modelled roofline (splash "
+              "attention; the paged decode kernel reading every page up to kv_len once) "
               "(max(FLOPs / peak, bytes / HBM bandwidth) per call, models/kernel_costs.py): XLA does not count "
               "inside a Pallas kernel, so those rows' MFU and tok/s are upper bounds (<=)")
     if _JSON.value:

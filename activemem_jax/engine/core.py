@@ -41,27 +41,29 @@ class DecodeState:
     steps: jax.Array          # [slots] int32, tokens sampled so far (RNG stream position)
 
 
-def init_state(cfg, slots: int, rows: int) -> DecodeState:
+def init_state(cfg, slots: int, rows: int, paged: bool = False) -> DecodeState:
+    """A zero state; `paged`: the cache in pages, what a paged decode kernel reads
+    (`decode_kernel.paged_cache`)."""
     def z():  # distinct buffers: the state is donated as a whole
         return jnp.zeros((slots,), jnp.int32)
 
-    return DecodeState(cache=KVCache.init(cfg, slots, rows), lengths=z(), tokens=z(),
+    return DecodeState(cache=KVCache.init(cfg, slots, rows, paged=paged), lengths=z(), tokens=z(),
                        active=jnp.zeros((slots,), bool), temperature=jnp.zeros((slots,), jnp.float32),
                        top_k=z(), top_p=jnp.ones((slots,), jnp.float32), seeds=z(), steps=z())
 
 
-def state_shardings(cfg, slots: int, rows: int, mesh, rules=None) -> DecodeState:
+def state_shardings(cfg, slots: int, rows: int, mesh, rules=None, paged: bool = False) -> DecodeState:
     """A DecodeState of NamedShardings: the cache by its logical axes, every per-slot
     vector over the batch axes (replicated where the axes do not divide `slots`)."""
-    abstract = jax.eval_shape(functools.partial(init_state, cfg, slots, rows))
+    abstract = jax.eval_shape(functools.partial(init_state, cfg, slots, rows, paged))
     per_slot = jax.tree.map(lambda a: shd.named_sharding(a.shape, ("batch",), mesh, rules),
                             abstract.replace(cache=None))
     return per_slot.replace(cache=abstract.cache.shardings(mesh, rules))
 
 
-def new_state(cfg, slots: int, rows: int, shardings: DecodeState) -> DecodeState:
+def new_state(cfg, slots: int, rows: int, shardings: DecodeState, paged: bool = False) -> DecodeState:
     """A zero state made directly on its shards (never whole on one device)."""
-    return jax.jit(functools.partial(init_state, cfg, slots, rows), out_shardings=shardings)()
+    return jax.jit(functools.partial(init_state, cfg, slots, rows, paged), out_shardings=shardings)()
 
 
 def prefill(graphdef, params, state: DecodeState, slots, tokens, starts, lengths, latents, latent_pos,

@@ -45,6 +45,7 @@ from activemem_jax.engine.prefill import PREFILL_CHUNK, Prefill
 from activemem_jax.engine.requests import (Delta, EngineUnavailable, Output, Prompt, PromptTooLong, QueueFull,
                                            Request, RequestHandle, usage)
 from activemem_jax.engine.sampling import SamplingParams
+from activemem_jax.models.decode_kernel import paged_cache
 from activemem_jax.engine.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,10 @@ class Engine(Scheduler, Prefill, Faults):
         # heads over tensor) and every step keeps it so. The small inputs live on the same
         # mesh (replicated), so each jitted step sees the same input shardings call after
         # call and compiles once per shape bucket.
+        # a paged decode kernel (model.decode_attention) reads the cache in pages
+        self.paged = paged_cache(model.config, model.mesh)
         self._state_shardings = core.state_shardings(model.config, max_slots, self.rows, model.mesh,
-                                                     model.rules)
+                                                     model.rules, paged=self.paged)
         self._fns = core.compiled(model.graphdef, self._state_shardings)
         self._replicated = NamedSharding(model.mesh, PartitionSpec())
         # With slots spread over devices, a decode step runs every slot (each device its
@@ -259,7 +262,7 @@ class Engine(Scheduler, Prefill, Faults):
         return jax.device_put(tree, self._replicated)
 
     def _new_state(self) -> core.DecodeState:
-        return core.new_state(self.model.config, self.max_slots, self.rows, self._state_shardings)
+        return core.new_state(self.model.config, self.max_slots, self.rows, self._state_shardings, self.paged)
 
     def _loop(self):
         why = "the engine was closed"

@@ -60,19 +60,23 @@ def resolve(requested: str, platform: str, act_dtype: str = "bfloat16") -> str:
 @dataclasses.dataclass(frozen=True)
 class AttentionPlan:
     """How one Decoder attends: the implementation (resolved), the mesh a kernel is
-    shard_mapped over (None: no shard_map), the logical-axis rules (a hashable tuple) and
-    the platform compiled for."""
+    shard_mapped over (None: no shard_map), the logical-axis rules (a hashable tuple),
+    the platform compiled for, and the engine's decode attention ("xla" or "paged",
+    `models/decode_kernel.py`)."""
     impl: str = "xla"
     mesh: Optional[Mesh] = None
     rules: tuple = ()
     platform: str = "cpu"
+    decode: str = "xla"
 
     @classmethod
     def build(cls, requested: str, mesh: Optional[Mesh] = None, rules=None,
-              act_dtype: str = "bfloat16") -> "AttentionPlan":
+              act_dtype: str = "bfloat16", decode: str = "xla") -> "AttentionPlan":
+        from activemem_jax.models.decode_kernel import resolve_decode
+
         platform = mesh.devices.flat[0].platform if mesh is not None else jax.default_backend()
         table = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in shd.rules_dict(rules).items()))
-        return cls(resolve(requested, platform, act_dtype), mesh, table, platform)
+        return cls(resolve(requested, platform, act_dtype), mesh, table, platform, resolve_decode(decode, platform))
 
     @property
     def kernel(self) -> bool:

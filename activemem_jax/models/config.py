@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Mapping, Optional
 
 from activemem_jax.models.attention import check_attention
+from activemem_jax.models.decode_kernel import check_decode
 
 # model_type -> switches that the family fixes.
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -85,6 +86,9 @@ class ModelConfig:
     # attention implementation: "auto" (by platform) | "xla" | "splash" (TPU) | "cudnn" (GPU);
     # see models/attention.py
     attention: str = "auto"
+    # the engine's decode attention: "auto" (paged on TPU and GPU) | "xla" | "paged"
+    # (a Pallas paged kernel over a paged cache); see models/decode_kernel.py
+    decode_attention: str = "auto"
 
     def __post_init__(self):
         if self.num_heads % self.num_kv_heads:
@@ -107,6 +111,7 @@ class ModelConfig:
         if self.remat and self.remat_policy == "none":
             raise ValueError("remat=True contradicts remat_policy='none'; give one of them")
         check_attention(self.attention)
+        check_decode(self.decode_attention)
         if self.quant not in ("", "int8"):
             raise ValueError(f"quant={self.quant!r}: use '' (no quantization) or 'int8'")
 

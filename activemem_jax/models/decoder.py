@@ -28,6 +28,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from activemem_jax.models.attention import AttentionPlan, Visibility, kernel_attend
 from activemem_jax.models.config import ModelConfig, RopeConfig
+from activemem_jax.models.decode_kernel import paged_decode
 from activemem_jax.models.kv_cache import CacheIndex, KVCache, LayerKV
 from activemem_jax.models.quant import matmul_int8
 
@@ -178,6 +179,10 @@ class Attention(nnx.Module):
         k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B,KV,T,hd]
         if kv is not None:
             kv = kv.write(k, v, at)
+        if kv is not None and kv.pages is not None and t == 1 and not causal_prefix and plan is not None \
+                and plan.decode == "paged":  # the engine's decode step on its paged cache
+            out = paged_decode(plan, q, kv, at)
+            return self.o_proj(out.reshape(b, t, -1)), kv
         if plan is not None and plan.kernel and vis.offset is not None:
             out = kernel_attend(plan, q, *self._kernel_keys(k, v, kv, at, causal_prefix, vis.offset + t), vis)
             return self.o_proj(out.reshape(b, t, -1)), kv
@@ -291,7 +296,7 @@ class Decoder(nnx.Module):
     def __init__(self, cfg: ModelConfig, mesh=None, rules=None):
         dtype = jnp.dtype(cfg.dtype)
         self.config = cfg
-        self.attention_plan = AttentionPlan.build(cfg.attention, mesh, rules, cfg.act_dtype)
+        self.attention_plan = AttentionPlan.build(cfg.attention, mesh, rules, cfg.act_dtype, cfg.decode_attention)
         self.embedding = BackboneWeight(_zeros((cfg.vocab_size, cfg.hidden_size), jnp.int8 if cfg.quant else dtype),
                                         axes=("vocab", "embed"))
         self.embedding_scale = (BackboneWeight(_zeros((cfg.vocab_size,), jnp.float32), axes=("vocab",))
@@ -385,7 +390,10 @@ class Decoder(nnx.Module):
             for i, layer in enumerate(self.layers):
                 graphdef, state = nnx.split(layer)
                 c, s = (cos, sin) if self.config.layer_uses_rope(i) else (jnp.ones_like(cos), jnp.zeros_like(sin))
-                x, kv = run(graphdef, state, x, None if cache is None else cache.layer(i), c, s)
+                view = None if cache is None else cache.layer(i)
+                if layer_kv and cache is not None and cache.pages is not None:  # one page array: write on the last
+                    view = layer_kv[-1].replace(layer=i)
+                x, kv = run(graphdef, state, x, view, c, s)
                 layer_kv.append(kv)
 
         hidden = self.final_norm(x)

@@ -1,8 +1,9 @@
 """What a custom kernel costs, since XLA's cost analysis does not look inside one.
 
 A Pallas kernel is a `tpu_custom_call` to XLA: `cost_analysis()` gives it flops -1 and a
-time near zero (FINDINGS, "Pallas kernels compiled without a TPU"). Each splash call
-therefore runs under a named scope that spells out its shape (`splash_tag`); the compiled
+time near zero (FINDINGS, "Pallas kernels compiled without a TPU"). Each splash call and
+each paged decode call (`decode_kernel.paged_tag`, `paged_cost`) therefore runs under a
+named scope that spells out its shape (`splash_tag`); the compiled
 program's text names that scope in the custom call's metadata, with the splash phase
 (fwd, dq, dkv) in splash's own scope. `modelled_kernels(hlo_text)` finds every such call
 and counts it the way XLA counts everything else: once per instruction, so a loop body
@@ -29,6 +30,7 @@ import re
 
 import numpy as np
 
+_PAGED = re.compile(r"pageddecode_b(\d+)_h(\d+)_kv(\d+)_p(\d+)_s(\d+)_d(\d+)_e(\d+)")
 _TAG = re.compile(r"splash_b(\d+)_h(\d+)_kv(\d+)_tq(\d+)_tk(\d+)_d(\d+)_e(\d+)_off(\d+)")
 _PHASE = re.compile(r"splash_m[hq]a_(fwd|dq|dkv)(?:_segmented)?(_residuals|_no_residuals)?")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -85,13 +87,27 @@ def splash_cost(tag: str, phase: str, residuals: bool = False) -> KernelCost:
     return KernelCost(flops=b * h * n * matmuls * pair, bytes=float(b * h * streamed))
 
 
+def paged_cost(tag: str) -> KernelCost:
+    """FLOPs and HBM bytes of one paged decode call (`decode_kernel.paged_tag`): every
+    page up to the step's kv_len read once (its lengths are only known at run time, so
+    this is the step's worst case and the kernel's floor at once), QK^T and PV over those
+    positions, q and the output once, a length and a page id per row and page."""
+    m = _PAGED.fullmatch(tag)
+    if m is None:
+        raise ValueError(f"not a paged decode tag: {tag!r}")
+    b, h, kv, pages, size, d, e = map(int, m.groups())
+    positions = pages * size
+    return KernelCost(flops=4.0 * b * h * positions * d,
+                      bytes=float(2 * b * kv * positions * d * e + 2 * b * h * d * e + 4 * b + 4 * b * pages))
+
+
 @dataclasses.dataclass
 class ModelledKernels:
     calls: int = 0
     flops: float = 0.0
     bytes: float = 0.0
     seconds: float = 0.0
-    phases: dict = dataclasses.field(default_factory=dict)  # phase -> calls
+    phases: dict = dataclasses.field(default_factory=dict)  # phase -> calls (a paged decode: "decode")
 
 
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%[\w.\-]+ = ")
@@ -113,26 +129,31 @@ def _instructions(hlo_text: str):
 
 
 def modelled_kernels(hlo_text: str, peak: float, bandwidth: float) -> ModelledKernels:
-    """The splash calls of a compiled program (its `as_text()`), each instruction once, with
+    """The splash and paged decode calls of a compiled program (its `as_text()`), each instruction once, with
     their modelled FLOPs, bytes and roofline seconds per device."""
     out = ModelledKernels()
     for line in _instructions(hlo_text):
         if 'custom_call_target="tpu_custom_call"' not in line or "custom-call(" not in line:
             continue
         name = _OP_NAME.search(line)
+        paged = _PAGED.search(name.group(1)) if name else None
         tag = _TAG.search(name.group(1)) if name else None
-        if tag is None:
+        if paged is not None:
+            cost, kind = paged_cost(paged.group(0)), "decode"
+        elif tag is not None:
+            phase = _PHASE.search(name.group(1))
+            if phase is None:
+                raise ValueError(f"a splash call without its phase in its op name: {name.group(1)[:200]}")
+            cost, kind = splash_cost(tag.group(0), phase.group(1), phase.group(2) == "_residuals"), phase.group(1)
+        else:
             continue
-        phase = _PHASE.search(name.group(1))
-        if phase is None:
-            raise ValueError(f"a splash call without its phase in its op name: {name.group(1)[:200]}")
-        cost = splash_cost(tag.group(0), phase.group(1), phase.group(2) == "_residuals")
         out.calls += 1
         out.flops += cost.flops
         out.bytes += cost.bytes
         out.seconds += cost.seconds(peak, bandwidth)
-        out.phases[phase.group(1)] = out.phases.get(phase.group(1), 0) + 1
+        out.phases[kind] = out.phases.get(kind, 0) + 1
     return out
 
 
-__all__ = ["KernelCost", "ModelledKernels", "causal_blocks", "modelled_kernels", "splash_cost", "splash_tag"]
+__all__ = ["KernelCost", "ModelledKernels", "causal_blocks", "modelled_kernels", "paged_cost", "splash_cost",
+           "splash_tag"]

@@ -9,10 +9,17 @@ docs/attention_kernels.md.) Attention over the first s rows reads whole blocks i
 slicing one big buffer would copy it every step, which made that copy the largest cost
 of a batched decode step on CPU.
 
-Two layouts, one per layer layout of the decoder (`ModelConfig.scan_layers`):
+Three layouts: one per layer layout of the decoder (`ModelConfig.scan_layers`), and
+pages for a decode kernel:
 - unrolled: `k[layer][block]`, one buffer per layer and block;
 - stacked: `k[block]` with a leading layer axis [L, B, ...], carried through the
-  layer scan and written in place at the scan's layer index.
+  layer scan and written in place at the scan's layer index;
+- paged (`KVCache.init(..., paged=True)`, the engine's cache when a decode kernel reads
+  it, `models/decode_kernel.py`): one key and one value array for all layers,
+  [kv_heads, B * L * n, KV_BLOCK, head_dim], the n blocks of row r's layer l at pages
+  (r * L + l) * n + 0..n-1 (`models/kv_pages.py`). The kernels' own page layout, so a
+  decode step hands the cache to the kernel as it is; rows outermost, so sharding the
+  page axis over the batch axes splits it by rows.
 
 A forward pass says where its tokens go with a `CacheIndex`; each layer gets a `LayerKV`
 view (`cache.layer(i)`), writes its new keys and values (`LayerKV.write`) and reads the
@@ -30,6 +37,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from activemem_jax import sharding as shd
+from activemem_jax.models import kv_pages
 
 KV_BLOCK = 256  # cache rows per block
 
@@ -60,14 +68,21 @@ class LayerKV:
     k: tuple
     v: tuple
     layer: Optional[jax.Array] = None
+    pages: Optional[kv_pages.Pages] = flax.struct.field(pytree_node=False, default=None)  # paged layout
 
     def write(self, k_new, v_new, at: CacheIndex) -> "LayerKV":
         """k_new / v_new [B, KV, T, hd] into cache positions `at.slots` of rows `at.rows`."""
+        if self.pages is not None:
+            return self.replace(k=kv_pages.write(self.pages, self.k, k_new, at, self.layer),
+                                v=kv_pages.write(self.pages, self.v, v_new, at, self.layer))
         return self.replace(k=_write(self.k, k_new, at, self.layer), v=_write(self.v, v_new, at, self.layer))
 
     def read(self, at: CacheIndex) -> tuple[list, list]:
         """The blocks holding positions [0, at.span) of the batch's rows: (key blocks,
         value blocks), each [B, KV, n_i, hd], the last one cut at span."""
+        if self.pages is not None:  # gathered out of the pages (a copy: the XLA path's price)
+            return (kv_pages.read(self.pages, self.k, at, self.layer),
+                    kv_pages.read(self.pages, self.v, at, self.layer))
         return _read(self.k, at, self.layer), _read(self.v, at, self.layer)
 
 
@@ -108,16 +123,24 @@ def _read(blocks: tuple, at: CacheIndex, layer) -> list:
 @flax.struct.dataclass
 class KVCache:
     """k / v: unrolled, a tuple per layer of blocks; stacked, a tuple of blocks with a
-    leading layer axis. mask [B, S]: the positions that hold a real token."""
+    leading layer axis; paged, one page array each. mask [B, S]: the positions that hold
+    a real token."""
     k: tuple
     v: tuple
     mask: jax.Array
     stacked: bool = flax.struct.field(pytree_node=False, default=False)
+    pages: Optional[kv_pages.Pages] = flax.struct.field(pytree_node=False, default=None)
 
     @classmethod
-    def init(cls, cfg, batch: int, length: int, dtype=None) -> "KVCache":
-        """Zeros for `batch` rows of `length` positions, laid out for `cfg.scan_layers`."""
+    def init(cls, cfg, batch: int, length: int, dtype=None, paged: bool = False) -> "KVCache":
+        """Zeros for `batch` rows of `length` positions, laid out for `cfg.scan_layers`, or
+        in pages (`paged`: the layout a decode kernel reads)."""
         dtype = dtype or jnp.dtype(cfg.act_dtype)
+        if paged:
+            pages = kv_pages.Pages.for_cache(batch, cfg.num_layers, length, KV_BLOCK)
+            shape = pages.shape(cfg.num_kv_heads, cfg.head_dim)
+            return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype), mask=jnp.zeros((batch, length), bool),
+                       pages=pages)
         stacked = bool(getattr(cfg, "scan_layers", False))
         lead = (cfg.num_layers,) if stacked else ()
 
@@ -137,14 +160,21 @@ class KVCache:
         return self.mask.shape[1]
 
     def layer(self, i) -> LayerKV:
-        """Layer i's view: i a Python int (unrolled) or a traced index (stacked)."""
+        """Layer i's view: i a Python int (unrolled) or a traced index (stacked). A paged
+        view holds all layers' pages: an unrolled decoder hands each layer's written view
+        on to the next (`Decoder.__call__`)."""
+        if self.pages is not None:
+            return LayerKV(k=self.k, v=self.v, layer=i, pages=self.pages)
         if self.stacked:
             return LayerKV(k=self.k, v=self.v, layer=i)
         return LayerKV(k=self.k[i], v=self.v[i])
 
     def with_layers(self, layers: Sequence[LayerKV], mask) -> "KVCache":
         """The cache after a forward pass: every layer's written blocks (one `LayerKV`
-        holding all layers when stacked) and the new mask."""
+        holding all layers when stacked) and the new mask. Paged: the last layer's view
+        holds every layer's writes."""
+        if self.pages is not None:
+            return self.replace(k=layers[-1].k, v=layers[-1].v, mask=mask)
         if self.stacked:
             (kv,) = layers
             return self.replace(k=kv.k, v=kv.v, mask=mask)
@@ -164,6 +194,10 @@ class KVCache:
         """A one-row cache repeated into n rows (a prefix every row shares, computed once)."""
         if self.mask.shape[0] != 1:
             raise ValueError(f"repeat_rows needs a one-row cache; this one has {self.mask.shape[0]} rows")
+        if self.pages is not None:
+            pages = self.pages.with_rows(n)
+            return self.replace(k=kv_pages.repeat(self.pages, self.k, n), v=kv_pages.repeat(self.pages, self.v, n),
+                                mask=jnp.repeat(self.mask, n, axis=0), pages=pages)
         axis = 1 if self.stacked else 0
         rep = lambda x: jnp.repeat(x, n, axis=axis)  # noqa: E731
         return self.replace(k=jax.tree.map(rep, self.k), v=jax.tree.map(rep, self.v),
@@ -172,6 +206,10 @@ class KVCache:
     def copy_row(self, src, dst, upto: int) -> "KVCache":
         """Row `src` copied into row `dst`: the blocks holding its first `upto` positions
         (static; later positions are overwritten before they are read) and its whole mask."""
+        if self.pages is not None:
+            return self.replace(k=kv_pages.copy_row(self.pages, self.k, src, dst, upto),
+                                v=kv_pages.copy_row(self.pages, self.v, src, dst, upto),
+                                mask=_copy_row(self.mask, src, dst, 0))
         axis = 1 if self.stacked else 0
 
         def blocks(layer):
@@ -186,6 +224,8 @@ class KVCache:
 
     def logical_axes(self) -> dict:
         """{"k": axes of every key block, "v": ..., "mask": ...} as logical axis names."""
+        if self.pages is not None:
+            return {"k": kv_pages.AXES, "v": kv_pages.AXES, "mask": ("batch", "length")}
         lead = ("layers",) if self.stacked else ()
         return {"k": lead + BLOCK_AXES, "v": lead + BLOCK_AXES, "mask": ("batch", "length")}
 

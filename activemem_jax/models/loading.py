@@ -171,7 +171,7 @@ def fast_dtype(platform: Optional[str] = None) -> str:
 def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] = None,
                     rules=None, remat: bool = False, activation_dtype: str = "",
                     quant: str = "", scan_layers: bool = False, remat_policy: str = "",
-                    attention: str = "auto") -> PretrainedModel:
+                    attention: str = "auto", decode_attention: str = "auto") -> PretrainedModel:
     """Load a frozen backbone.
 
     path: a Hugging Face directory (config.json + model.safetensors or a sharded index),
@@ -188,6 +188,8 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
     "dots_with_no_batch_dims_saveable" ("" = "full" with remat, else "none").
     attention: "auto" | "xla" | "splash" | "cudnn" (`models/attention.py`; "auto" picks by
     the mesh's platform: splash on TPU, cudnn on GPU, xla on CPU).
+    decode_attention: "auto" | "xla" | "paged" (the engine's decode step;
+    `models/decode_kernel.py`; "auto" is paged on TPU and GPU).
     """
     check_attention(attention)
     if dtype == "auto":
@@ -199,7 +201,8 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
         raise FileNotFoundError(f"{path}: no such file or directory (expected a Hugging Face "
                                 "model directory, a .gguf file, or 'embedded')")
     runtime = {"dtype": dtype, "remat": remat, "activation_dtype": activation_dtype, "quant": quant,
-               "scan_layers": scan_layers, "remat_policy": remat_policy, "attention": attention}
+               "scan_layers": scan_layers, "remat_policy": remat_policy, "attention": attention,
+               "decode_attention": decode_attention}
     if os.path.isdir(path):
         cfg_path = os.path.join(path, "config.json")
         if not os.path.exists(cfg_path):
@@ -236,12 +239,13 @@ def check_platform(config: ModelConfig, platform: str) -> None:
                          f"float32 kernel); activations are {config.act_dtype}")
 
 
-MODEL_FIELDS = ("path", "dtype", "activation_dtype", "quant", "remat", "scan_layers", "remat_policy", "attention")
+MODEL_FIELDS = ("path", "dtype", "activation_dtype", "quant", "remat", "scan_layers", "remat_policy", "attention",
+                "decode_attention")
 
 
 def load_from_config(model_cfg, *, mesh: Optional[Mesh] = None, rules=None, **override) -> PretrainedModel:
     """`load_pretrained` with a config's `model` section (path, dtype, activation_dtype,
-    quant, remat, scan_layers, remat_policy, attention; missing fields take their defaults);
+    quant, remat, scan_layers, remat_policy, attention, decode_attention; missing fields take their defaults);
     `override` replaces fields (e.g. remat=False for a rollout-only copy)."""
     fields = {k: model_cfg[k] for k in MODEL_FIELDS if k in model_cfg}
     fields.update(override)

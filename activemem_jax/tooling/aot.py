@@ -47,6 +47,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from activemem_jax import build
 from activemem_jax import sharding as shd
 from activemem_jax import shapes
+from activemem_jax.models.decode_kernel import paged_cache
 from activemem_jax.shapes import pow2
 from activemem_jax.tooling.aot_report import Report, Work, compile_report, layer_configs, whole_model  # noqa: F401
 
@@ -161,7 +162,7 @@ def engine_steps(graphdef, model_cfg, mesh, rules, slots: int, rows: int):
     own = getattr(core, "state_shardings", None)
     if own is None:
         return core.compiled(graphdef), NamedSharding(mesh, PartitionSpec()), "replicated"
-    shardings = own(model_cfg, slots, rows, mesh, rules)
+    shardings = own(model_cfg, slots, rows, mesh, rules, paged=paged_cache(model_cfg, mesh))
     return core.compiled(graphdef, shardings), shardings, "sharded by the rules"
 
 
@@ -333,7 +334,7 @@ def engine_functions(cfg, model_cfg, mesh, rules) -> list[Compilable]:
     rows = max_len + prefill.PREFILL_CHUNK
     graphdef, state = abstract_backbone(model_cfg, mesh, rules)
     fns, place, how = engine_steps(graphdef, model_cfg, mesh, rules, slots, rows)
-    abstract = jax.eval_shape(lambda: core.init_state(model_cfg, slots, rows))
+    abstract = jax.eval_shape(lambda: core.init_state(model_cfg, slots, rows, paged_cache(model_cfg, mesh)))
     if isinstance(place, NamedSharding):
         dstate = with_sharding(abstract, place)
     else:

@@ -112,19 +112,35 @@ def test_scanned_counts_scale_to_the_unrolled_model(setup):
     assert whole.temp == scanned.temp and whole.layers == 3 and whole.mfu == whole.mfu
 
 
-def test_decode_step_compiles_for_the_slice(setup):
+@pytest.mark.parametrize("decode_attention", ["xla", "auto"])
+def test_decode_step_compiles_for_the_slice(setup, decode_attention):
     """The tiny model with head_dim 128 (a paper model's; at 16 the compiler pads the
     minor dimension and relays every block out whatever the layout): the cache stays
     sharded, and the decode step writes and reads the cache blocks in their own layout,
     with no copy of a whole block (keys stored [head_dim, n] were copied to head_dim minor
-    and back in every step: docs/attention_kernels.md)."""
+    and back in every step: docs/attention_kernels.md). "auto" is the paged kernel on
+    the TPU slice: the cache is one page array each for keys and values, and each layer's
+    kernel call is found and counted as reading its pages once."""
     cfg, _, mesh, rules = setup
     model_cfg = ModelConfig.from_hf_dict(dict(TINY, hidden_size=256, num_attention_heads=2),
-                                         **aot.runtime_options(cfg.model))
+                                         **{**aot.runtime_options(cfg.model), "decode_attention": decode_attention})
     assert model_cfg.head_dim == 128
     prefill, decode = aot.engine_functions(cfg, model_cfg, mesh, rules)
     report, compiled = _compile(decode, mesh)
     assert report.fits and report.work.tokens == cfg.engine.max_slots
+    paged = decode.args[1].cache.pages is not None
+    assert paged == (decode_attention == "auto")
+    if paged:  # 2 layers unrolled; per device: the slots of its data x fsdp share, 1 of 2 KV heads
+        kv_len = decode.kwargs["kv_len"]
+        assert report.kernels.phases == {"decode": model_cfg.num_layers}
+        cache = decode.args[1].cache
+        local = cache.k.sharding.shard_shape(cache.k.shape)  # [KV, pages, size, head_dim] on one device
+        rows = local[1] // (model_cfg.num_layers * cache.pages.per_row)
+        assert rows < cfg.engine.max_slots and local[0] == 1  # the pages are split by rows and heads
+        keys = rows * local[0] * kv_len * 128 * cache.k.dtype.itemsize  # one layer's keys up to kv_len
+        assert 2 * keys * model_cfg.num_layers <= report.kernels.bytes <= 2.2 * keys * model_cfg.num_layers
+    else:
+        assert report.kernels.calls == 0
     weights = {".".join(map(str, p)): s for p, s in _leaves_with_path(compiled.input_shardings[0][0])}
     assert _not_replicated(weights[next(k for k in weights if "q_proj" in k)])
     cache = compiled.input_shardings[0][1].cache
