@@ -45,8 +45,8 @@ from activemem_jax.engine.prefill import PREFILL_CHUNK, Prefill
 from activemem_jax.engine.requests import (Delta, EngineUnavailable, Output, Prompt, PromptTooLong, QueueFull,
                                            Request, RequestHandle, usage)
 from activemem_jax.engine.sampling import SamplingParams
-from activemem_jax.models.decode_kernel import paged_cache
 from activemem_jax.engine.scheduler import Scheduler
+from activemem_jax.models.decode_kernel import paged_cache
 
 log = logging.getLogger(__name__)
 
