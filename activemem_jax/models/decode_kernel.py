@@ -118,8 +118,7 @@ def paged_decode(plan, q, kv, at, interpret: bool | None = None):
         local_rows = k_pages.shape[1] // per_row
         mine = rows - base
         owned = (mine >= 0) & (mine < local_rows)
-        ids = (jnp.clip(mine, 0, local_rows - 1) * pages.layers + layer)[:, None] * pages.per_row + \
-            jnp.arange(count, dtype=jnp.int32)[None, :]
+        ids = pages.ids(jnp.clip(mine, 0, local_rows - 1), layer, count)  # this device's pages
         tag = paged_tag(qs.shape[0], qs.shape[1], k_pages.shape[0], count, pages.size, d, k_pages.dtype.itemsize)
         with jax.named_scope(tag):
             out = _kernel(platform, interpret, qs, k_pages, v_pages, jnp.where(owned, lengths, 1), ids)
@@ -142,8 +141,7 @@ def paged_decode(plan, q, kv, at, interpret: bool | None = None):
 
     def body(qs, k_pages, v_pages, rows, lengths):
         if own_rows:  # this device's rows, in order: base is its first row
-            base = jax.lax.axis_index(batch_axes) * qs.shape[0] if batch_axes else jnp.int32(0)
-            return local(qs, k_pages, v_pages, rows, lengths, base)
+            return local(qs, k_pages, v_pages, rows, lengths, jax.lax.axis_index(batch_axes) * qs.shape[0])
         if not batch_axes:
             return local(qs, k_pages, v_pages, rows, lengths, jnp.int32(0))
         base = jax.lax.axis_index(batch_axes) * (k_pages.shape[1] // per_row)

@@ -54,7 +54,7 @@ class Pages:
 
     def ids(self, rows, layer, count: int):
         """[B, count] int32: the first `count` pages of each row in `rows` [B] (in range)
-        for `layer` (a Python int or a traced index)."""
+        for `layer` (a Python int, a traced index, or one per row [B])."""
         base = (jnp.asarray(rows, jnp.int32) * self.layers + layer) * self.per_row
         return base[:, None] + jnp.arange(count, dtype=jnp.int32)[None, :]
 
@@ -91,11 +91,11 @@ def copy_row(pages: Pages, buf, src, dst, upto: int):
     count = pages.count(upto)
     layers = jnp.arange(pages.layers, dtype=jnp.int32)
 
-    def ids(row):
-        row = jnp.reshape(jnp.asarray(row, jnp.int32), ())
-        return ((row * pages.layers + layers) * pages.per_row)[:, None] + jnp.arange(count, dtype=jnp.int32)
+    def ids(row):  # [L * count]: the row's first pages in every layer
+        rows = jnp.broadcast_to(jnp.reshape(jnp.asarray(row, jnp.int32), ()), layers.shape)
+        return pages.ids(rows, layers, count).reshape(-1)
 
-    return buf.at[:, ids(dst).reshape(-1)].set(buf[:, ids(src).reshape(-1)])
+    return buf.at[:, ids(dst)].set(buf[:, ids(src)])
 
 
 def repeat(pages: Pages, buf, n: int):
