@@ -1,7 +1,7 @@
 """What a custom kernel costs, since XLA's cost analysis does not look inside one.
 
 A Pallas kernel is a `tpu_custom_call` to XLA: `cost_analysis()` gives it flops -1 and a
-time near zero (FINDINGS, "Pallas kernels compiled without a TPU"). Each splash call and
+time near zero (seen compiling for TPU slices on this CPU machine). Each splash call and
 each paged decode call (`decode_kernel.paged_tag`, `paged_cost`) therefore runs under a
 named scope that spells out its shape (`splash_tag`); the compiled
 program's text names that scope in the custom call's metadata, with the splash phase
