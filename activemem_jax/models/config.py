@@ -81,7 +81,7 @@ class ModelConfig:
     # "" = "full" if remat else "none"
     remat_policy: str = ""
     # stacked layer weights [L, ...] run under one scan: compile time independent of depth
-    # (the unrolled layers decode faster on CPU, measured on the embedded model)
+    # (on CPU the unrolled layers decode faster)
     scan_layers: bool = False
     # attention implementation: "auto" (by platform) | "xla" | "splash" (TPU) | "cudnn" (GPU);
     # see models/attention.py
