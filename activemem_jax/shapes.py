@@ -41,9 +41,14 @@ def tile_lengths(t: int, s: int, lanes: int = 128) -> tuple[int, int]:
 
 
 def row_length(n: int, lo: int = 32) -> int:
-    """A training row's length (rl/rows.py): a power of two up to 512, then a multiple of
-    256 (few compiles while short, at most 255 padded tokens per row once long)."""
-    return pow2(n, lo) if n <= 512 else round_up(n, 256)
+    """A training row's length (rl/rows.py): at least `lo`; up to 512 a multiple of an
+    eighth of the next power of two (33-64 -> 40, 48, 56, 64; 65-128 in steps of 16), so a
+    row pads by at most a quarter of itself with four shapes an octave; past 512 a
+    multiple of 256 (at most 255 padded tokens per row once long). Whole powers of two
+    padded 33-token rows to 64: twice the update's compute (docs/training_speed.md)."""
+    if n <= lo:
+        return lo
+    return round_up(n, max(pow2(n) // 8, ROW_ALIGN)) if n <= 512 else round_up(n, 256)
 
 
 def kv_bucket(n: int, rows: int, low: int = 256) -> int:

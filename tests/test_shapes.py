@@ -9,9 +9,11 @@ def test_powers_of_two_with_floors():
     assert [shapes.observation_rows(n) for n in (1, 2, 3)] == [2, 2, 4]
 
 
-def test_row_length_doubles_to_512_then_steps_by_256():
-    assert [shapes.row_length(n) for n in (1, 32, 33, 300, 512, 513, 769, 1000)] == [32, 32, 64, 512, 512, 768, 1024,
-                                                                                      1024]
+def test_row_length_steps_by_eighths_to_512_then_by_256():
+    assert [shapes.row_length(n) for n in (1, 32, 33, 41, 64, 65, 300, 449, 512, 513, 769, 1000)] == [
+        32, 32, 40, 48, 64, 80, 320, 512, 512, 768, 1024, 1024]
+    assert all(shapes.row_length(n) % shapes.ROW_ALIGN == 0 for n in range(1, 2000))
+    assert all(n <= shapes.row_length(n) <= max(32, n * 1.25) for n in range(1, 513))
 
 
 def test_engine_buckets():

@@ -54,21 +54,29 @@ def path_rows(trajectories: Sequence[Trajectory], depth: Optional[int] = None) -
 
 def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optional[int] = None,
             pad_to: int = 64, resp_len: Optional[int] = None, path_len: Optional[int] = None,
-            gaps: Optional[Sequence[int]] = None, gap_at: int = 0) -> dict:
+            gaps: Optional[Sequence[int]] = None, gap_at: int = 0,
+            token_rows: Optional[Sequence[bool]] = None) -> dict:
     """One training row per turn: prompt + response ids, right-padded to a multiple of
     `pad_to` (or max_len). action_mask marks the model's own tokens (the response);
     old_logp holds the rollout's log-probs at those positions. The compact response view:
     resp_pos [n, A] (token positions, -1 pad), resp_mask, resp_old_logp, with A = resp_len
     or the next power of two of the longest response. Plus `path_rows`.
     gaps [n]: row i gets gaps[i] masked columns inserted after its first `gap_at` tokens
-    (RoPE positions skip them), which lines the rows' first latents up in one column."""
+    (RoPE positions skip them), which lines the rows' first latents up in one column.
+    token_rows [n]: rows marked False carry no tokens (all masks off, no latent or response
+    positions) and do not count toward the length: the tree-only rows, whose update never
+    runs the backbone (rl/rows.py)."""
     steps = [(i, s) for i, t in enumerate(trajectories) for s in t.steps]
     if not steps:
         raise ValueError("no steps to collate")
     gaps = [0] * len(steps) if gaps is None else [int(g) for g in gaps]
     if len(gaps) != len(steps) or min(gaps, default=0) < 0:
         raise ValueError(f"gaps: one count >= 0 per turn ({len(steps)} turns), got {len(gaps)}")
-    longest = max(len(s.prompt_ids) + len(s.response_ids) + g for (_, s), g in zip(steps, gaps))
+    token_rows = [True] * len(steps) if token_rows is None else [bool(x) for x in token_rows]
+    if len(token_rows) != len(steps):
+        raise ValueError(f"token_rows: one flag per turn ({len(steps)} turns), got {len(token_rows)}")
+    longest = max((len(s.prompt_ids) + len(s.response_ids) + g
+                   for (_, s), g, t in zip(steps, gaps, token_rows) if t), default=1)
     t_len = max_len or round_up(longest, pad_to)
     if longest > t_len:
         raise ValueError(f"a turn has {longest} tokens; max_len is {t_len}")
@@ -90,6 +98,11 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
            "resp_old_logp": np.zeros((n, a), np.float32),
            "scored": np.asarray([s.scored for _, s in steps], bool)}
     for row, (_, s) in enumerate(steps):
+        out["h"][row], out["p_bar"][row] = s.h, s.p_bar
+        out["tree_action"][row], out["tree_logp"][row] = s.tree_action, s.tree_logp
+        out["tree_mask"][row] = s.tree_mask
+        if not token_rows[row]:
+            continue
         g = gaps[row]
         ids = list(s.prompt_ids) + list(s.response_ids)
         p, r = len(s.prompt_ids) + g, len(s.response_ids)
@@ -102,9 +115,6 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
         out["resp_mask"][row, :r] = True
         out["resp_old_logp"][row, :r] = s.response_logprobs
         out["latent_pos"][row, :len(s.latent_pos)] = [x + g if x >= gap_at else x for x in s.latent_pos[:k]]
-        out["h"][row], out["p_bar"][row] = s.h, s.p_bar
-        out["tree_action"][row], out["tree_logp"][row] = s.tree_action, s.tree_logp
-        out["tree_mask"][row] = s.tree_mask
     if steps[0][1].q is not None:
         out.update(path_rows(trajectories, path_len))
     return out

@@ -11,8 +11,9 @@ shapes depend on the prompts only, not on how long the sampled answers were; wit
 budget (SFT's expert answers) rows pad to the longest. Paths pad to max_depth (one shape
 whatever the tree retrieved). Rows of unscored turns (the env scores no response there)
 go last, in mini-batches of their own that train the tree head only, with no backbone
-pass. A group's last mini-batch pads to a power of two of its rows (at least 8), not to
-a whole mini-batch: padding rows cost a full forward and backward and carry no loss.
+pass; they carry no tokens, so the row length is the scored rows' alone. A group's last
+mini-batch pads to a power of two of its rows (at least 8), not to a whole mini-batch:
+padding rows cost a full forward and backward and carry no loss.
 
 With a frozen backbone (`frozen=True`: no LoRA) nothing before a row's first latent
 depends on the trained parameters, so the batch carries "split" = (shared, grad_from):
@@ -70,13 +71,20 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
     not trained, so the batch gets a "split" (module docstring)."""
     steps = [s for tr in result.trajectories for s in tr.steps]
     (resp,) = hosts.agree(max(max(len(s.response_ids) for s in steps), budget))
+    # only scored rows run the backbone: the row length and the split are theirs (tree-only
+    # rows carry no tokens); a host without one measures all its rows (hosts agree anyway)
+    token_rows = [bool(s.scored) for s in steps]
+    measured = [s for s, t in zip(steps, token_rows) if t] or steps
     split, gaps, longest = (0, 0), None, None
     if frozen:
-        split, gaps, longest = frozen_split(steps, budget, hosts)
+        split, own_gaps, longest = frozen_split(measured, budget, hosts)
+        it = iter(own_gaps)
+        gaps = [next(it) if t else 0 for t in token_rows] if len(measured) < len(steps) else own_gaps
     else:
-        (longest,) = hosts.agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget) for s in steps))
+        (longest,) = hosts.agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget) for s in measured))
     batch = collate(result.trajectories, k, max_len=row_length(longest), resp_len=pow2(resp),
-                    path_len=path_len, gaps=gaps, gap_at=split[0])
+                    path_len=path_len, gaps=gaps, gap_at=split[0],
+                    token_rows=token_rows if len(measured) < len(steps) else None)
     r = batch["tokens"].shape[0]
     batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
     batch["row_valid"] = np.ones((r,), bool)

@@ -340,7 +340,8 @@ class Trainer:
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,
-            tokens_per_s=(generated + int(batch["attention_mask"].sum())) / max(t3 - t0, 1e-9),
+            tokens_per_s=(generated + sum(len(s.prompt_ids) for tr in result.trajectories for s in tr.steps))
+            / max(t3 - t0, 1e-9),
             generated_tokens=generated, time_rollout=t1 - t0, time_reference=t2 - t1,
             time_update=t3 - t2, time_step=t3 - t0)
         return metrics

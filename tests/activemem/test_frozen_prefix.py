@@ -92,3 +92,33 @@ def test_rows_that_would_grow_fall_back_to_the_earliest_latent(one):
     firsts = [_first(s) for s in steps]
     assert row_length(longest) == row_length(max(len(s.prompt_ids) + len(s.response_ids) for s in steps)) == 128
     assert gaps == [0] * len(steps) and split == (8, min(firsts) - min(firsts) % 8)
+
+
+def test_tree_only_rows_carry_no_tokens_and_set_no_length(one):
+    """An unscored turn's row never runs the backbone: however long, it neither sets the
+    row length nor the split, and keeps only what the tree head reads."""
+    from types import SimpleNamespace
+
+    steps = _rows(1, 1)
+    quiet = steps[2]
+    quiet.scored = False
+    quiet.prompt_ids = quiet.prompt_ids + [7] * 200  # would need 256 columns
+
+    def pad(turns):
+        n = len(turns)
+        return rows.pad_rows(SimpleNamespace(trajectories=[Trajectory(task={}, uid=0, steps=turns)]),
+                             np.zeros(n), np.zeros(n), {}, k=1, budget=0, path_len=2, mini_batch_rows=8, hosts=one,
+                             frozen=True)
+
+    batch, alone = pad(steps), pad([s for s in steps if s.scored])
+    scored = [s for s in steps if s.scored]
+    assert batch["tokens"].shape[1] == row_length(max(len(s.prompt_ids) + len(s.response_ids) for s in scored)) < 256
+    assert batch["split"] == alone["split"]
+    n = len(scored)
+    for key in ("tokens", "attention_mask", "latent_pos", "resp_pos", "resp_mask"):
+        np.testing.assert_array_equal(batch[key][:n], alone[key][:n])
+    row = int(np.flatnonzero(batch["tree_only"])[0])
+    assert not batch["attention_mask"][row].any() and not batch["tokens"][row].any()
+    assert (batch["latent_pos"][row] == -1).all() and (batch["resp_pos"][row] == -1).all()
+    np.testing.assert_array_equal(batch["h"][row], quiet.h)
+    assert batch["tree_action"][row] == quiet.tree_action and batch["tree_mask"][row].all()
