@@ -269,9 +269,12 @@ class ActiveMem:
             writers.append(out.writer_turn)
             out = jax.device_get(out)
             if responder is None:
-                outputs = self._generate(prompts, live, out.latents, uids, turn, seed, temperature)
+                asked = [i for i in live if self._reads_response(env, i)]
+                outputs = self._generate(prompts, asked, out.latents, uids, turn, seed, temperature) if asked else {}
                 texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
                                          self.stop_strings) for i, o in outputs.items()}
+                for i in set(live) - set(asked):  # nothing reads it: no response generated
+                    outputs[i], texts[i] = _Scripted([], []), ""
             else:
                 texts = {i: responder(i, turn) for i in live}
                 outputs = {i: self._scripted(texts[i]) for i in live}
@@ -316,6 +319,17 @@ class ActiveMem:
                                slots=tuple(int(x) for x in slots) if slots is not None else None,
                                group_size=group_size)
         return self.commit(result) if commit else result
+
+    def _reads_response(self, env, i: int) -> bool:
+        """Whether episode i's response this turn can matter: the environment reads it
+        (`env.reads_response(i)`, True when the environment does not say), or a later
+        prompt shows it (every layout but "observation" carries responses forward, as do
+        delimiter steps). A response nothing reads is not generated: the turn's row then
+        has an empty response, which the environment does not score."""
+        reads = getattr(env, "reads_response", None)
+        if reads is None or self.layout.mode != "observation" or self.config.step_mode == "delimiter":
+            return True
+        return bool(reads(i))
 
     def _observation(self, task_prompt: str, history) -> str:
         """What the controller reads this turn: the newest observation (the task prompt at

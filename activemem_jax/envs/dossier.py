@@ -320,6 +320,12 @@ class DossierEnv:
         t = task["turns"][min(turn, len(task["turns"]) - 1)]
         return f"{task.get('stream', task['id'])}/{t['name']}/{t['attr']}"
 
+    def reads_response(self, i: int) -> bool:
+        """Whether `step` reads episode i's response to its current observation: only a
+        question's answer is scored; the response to a fact, correction, reminder or decoy
+        is discarded (the rollout then generates none, `activemem.rollout`)."""
+        return not self.done[i] and self.tasks[i]["turns"][self.turn[i]]["kind"] == "question"
+
     def step(self, actions: Sequence[str]):
         obs, rewards, dones, infos = [], [], [], []
         for i, text in enumerate(actions):

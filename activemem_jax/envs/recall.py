@@ -174,6 +174,12 @@ class RecallEnv:
         n = len(t["names"])
         return "OK" if turn < n else t["answers"][t["order"][min(turn - n, len(t["order"]) - 1)]]
 
+    def reads_response(self, i: int) -> bool:
+        """Whether `step` reads episode i's response to its current observation: a
+        question's answer; a fact turn's response is discarded (the rollout then generates
+        none, `activemem.rollout`)."""
+        return not self.done[i] and self.turn[i] >= len(self.tasks[i]["names"])
+
     def step(self, actions: Sequence[str]):
         obs, rewards, dones, infos = [], [], [], []
         for i, text in enumerate(actions):

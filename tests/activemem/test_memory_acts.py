@@ -186,3 +186,34 @@ def test_leaf_pooling_recomputes_the_paths_last_node(scripted):
     assert any(s.path_len > 1 for t in result.trajectories for s in t.steps) or leaf.any()
     got = recompute_p_bar(pol.controller, jax.tree.map(jnp.asarray, batch), pool="leaf")
     np.testing.assert_allclose(np.asarray(got), leaf, atol=2e-5)
+
+
+@pytest.mark.parametrize("layout", ["observation", "constant"])
+def test_responses_nothing_reads_are_not_generated(embedded_model, engine, layout):
+    """With the observation layout a fact turn's response is neither scored nor shown
+    again: the rollout asks the engine for the questions' answers only. A layout that
+    carries responses forward generates every turn."""
+    cfg = PolicyConfig(num_latents=1, hidden=32, capacity=32, max_depth=4, max_ops=8, max_tokens=3,
+                       layout=layout, tree_scope="episode", system_prompt="")
+    pol = ActiveMem(embedded_model, engine, cfg, seed=0)
+    tasks = make_recall_tasks("train", 2, 2, seed=0, n_questions=3)
+    submitted = []
+    submit = engine.submit
+
+    def counting(*args, **kw):
+        submitted.append(1)
+        return submit(*args, **kw)
+
+    engine.submit = counting
+    try:
+        result = pol.rollout(RecallEnv("train"), tasks, seed=0, commit=False)
+    finally:
+        engine.submit = submit
+    steps = [s for t in result.trajectories for s in t.steps]
+    questions = [s for s in steps if s.scored]
+    assert len(steps) == 10 and len(questions) == 6
+    assert all(len(s.response_ids) > 0 for s in questions)
+    if layout == "observation":
+        assert len(submitted) == 6 and all(s.response_ids == [] and s.text == "" for s in steps if not s.scored)
+    else:
+        assert len(submitted) == 10 and all(len(s.response_ids) > 0 for s in steps)

@@ -92,7 +92,9 @@ def test_the_env_scores_questions_only_and_reports_each_kind():
     kinds = []
     for k in range(len(tasks[0]["turns"])):
         texts = [env.expert(0, k), "wrong"]
+        reads = env.reads_response(0)
         obs, rewards, dones, infos = env.step(texts)
+        assert reads == infos[0]["scored"]
         kinds.append(infos[0]["kind"])
         assert infos[0]["scored"] == (infos[0]["kind"] == "question")
     assert dones == [True, True]
