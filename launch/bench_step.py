@@ -1,8 +1,10 @@
 """Benchmark: the time of one training step, this checkout against an earlier commit.
 
     python -m launch.bench_step [--against 9986f37 --sft 4 --grpo 3 --set model.dtype=float32]
+    python -m launch.bench_step --recipe activemem_dossier_cpu --against 5735324
 
-Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed) for a few SFT
+Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed; `--recipe` names
+another module of configs/) for a few SFT
 steps and then a few GRPO steps, in this checkout and in a git worktree of `--against`
 (made under /tmp if missing), one after the other in fresh processes with the compile
 cache off, and prints the median of each phase (rollout, reference pass, update, whole
@@ -34,10 +36,10 @@ def _listen(event, duration, **kw):
         COMPILE[0] += duration
 monitoring.register_event_duration_secs_listener(_listen)
 from activemem_jax.config_files import apply_overrides
-from configs import activemem_tiny_cpu
+import importlib
 from activemem_jax.rl.trainer import Trainer
 n_sft, n_grpo, out, sets = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-cfg = activemem_tiny_cpu.get_config()
+cfg = importlib.import_module("configs." + sys.argv[5]).get_config()
 cfg.out_dir = out
 cfg.log.tensorboard = False
 cfg.checkpoint.update(every=10_000, resume=False, async_save=False)
@@ -78,7 +80,8 @@ def _run(tree: str, args, sets) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "ACTIVEMEM_COMPILE_CACHE": "off",
            "PYTHONPATH": tree}
     out = os.path.join("/tmp", f"activemem-bench-run-{os.getpid()}-{os.path.basename(tree)}")
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.sft), str(args.grpo), out, json.dumps(sets)],
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(args.sft), str(args.grpo), out, json.dumps(sets),
+                           args.recipe],
                           cwd=tree, env=env, capture_output=True, text=True)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("STEPS ")), None)
     if proc.returncode or line is None:
@@ -104,6 +107,7 @@ def main():
     p.add_argument("--against", default="9986f37", help="the commit to compare with")
     p.add_argument("--sft", type=int, default=6)
     p.add_argument("--grpo", type=int, default=6)
+    p.add_argument("--recipe", default="activemem_tiny_cpu", help="the config module under configs/")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", default="bench_results/step.json")
     args = parse_args(p)  # --config.a.b=v as well as --set a.b=v
@@ -124,7 +128,7 @@ def main():
               f"{new[algo]['steps']} ({new[algo]['compile_s']:.0f} s) here")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"against": args.against, "set": args.set, "old": old, "new": new}, f, indent=1)
+        json.dump({"against": args.against, "recipe": args.recipe, "set": args.set, "old": old, "new": new}, f, indent=1)
 
 
 if __name__ == "__main__":
