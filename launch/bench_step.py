@@ -4,10 +4,9 @@
     python -m launch.bench_step --recipe activemem_dossier_cpu --against 5735324
 
 Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed; `--recipe` names
-another module of configs/) for a few SFT
-steps and then a few GRPO steps, in this checkout and in a git worktree of `--against`
-(made under /tmp if missing), one after the other in fresh processes with the compile
-cache off, and prints the median of each phase (rollout, reference pass, update, whole
+another module of configs/) for a few SFT steps and then a few GRPO steps, in this
+checkout and in a git worktree of `--against` (made under /tmp if missing), one after the
+other in fresh processes with the compile cache off, and prints the median of each phase (rollout, reference pass, update, whole
 step; each algorithm's first step, which compiles, left out) with the ratio old / new.
 `--set` overrides config fields in both runs, so they share one config (a field the old
 commit lacks is skipped there). Writes bench_results/step.json. A benchmark, not a test.
@@ -128,7 +127,8 @@ def main():
               f"{new[algo]['steps']} ({new[algo]['compile_s']:.0f} s) here")
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"against": args.against, "recipe": args.recipe, "set": args.set, "old": old, "new": new}, f, indent=1)
+        json.dump({"against": args.against, "recipe": args.recipe, "set": args.set, "old": old, "new": new}, f,
+                  indent=1)
 
 
 if __name__ == "__main__":
