@@ -6,10 +6,11 @@
 Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed; `--recipe` names
 another module of configs/) for a few SFT steps and then a few GRPO steps, in this
 checkout and in a git worktree of `--against` (made under /tmp if missing), one after the
-other in fresh processes with the compile cache off, and prints the median of each phase (rollout, reference pass, update, whole
-step; each algorithm's first step, which compiles, left out) with the ratio old / new.
-`--set` overrides config fields in both runs, so they share one config (a field the old
-commit lacks is skipped there). Writes bench_results/step.json. A benchmark, not a test.
+other in fresh processes with the compile cache off, and prints the median of each phase
+(rollout, reference pass, update, whole step; each algorithm's first step, which
+compiles, left out) with the ratio old / new. `--set` overrides config fields in both
+runs, so they share one config (a field the old commit lacks is skipped there). Writes
+bench_results/step.json. A benchmark, not a test.
 """
 
 from __future__ import annotations
