@@ -72,19 +72,20 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
     steps = [s for tr in result.trajectories for s in tr.steps]
     (resp,) = hosts.agree(max(max(len(s.response_ids) for s in steps), budget))
     # only scored rows run the backbone: the row length and the split are theirs (tree-only
-    # rows carry no tokens); a host without one measures all its rows (hosts agree anyway)
+    # rows carry no tokens); a host without one keeps all its rows' tokens (hosts agree anyway)
     token_rows = [bool(s.scored) for s in steps]
-    measured = [s for s, t in zip(steps, token_rows) if t] or steps
+    if not any(token_rows):
+        token_rows = [True] * len(steps)
+    measured = [s for s, t in zip(steps, token_rows) if t]
     split, gaps, longest = (0, 0), None, None
     if frozen:
-        split, own_gaps, longest = frozen_split(measured, budget, hosts)
-        it = iter(own_gaps)
-        gaps = [next(it) if t else 0 for t in token_rows] if len(measured) < len(steps) else own_gaps
+        split, own, longest = frozen_split(measured, budget, hosts)
+        own = iter(own)
+        gaps = [next(own) if t else 0 for t in token_rows]
     else:
         (longest,) = hosts.agree(max(len(s.prompt_ids) + max(len(s.response_ids), budget) for s in measured))
     batch = collate(result.trajectories, k, max_len=row_length(longest), resp_len=pow2(resp),
-                    path_len=path_len, gaps=gaps, gap_at=split[0],
-                    token_rows=token_rows if len(measured) < len(steps) else None)
+                    path_len=path_len, gaps=gaps, gap_at=split[0], token_rows=token_rows)
     r = batch["tokens"].shape[0]
     batch["adv"], batch["tree_adv"] = adv_rows.astype(np.float32), tree_adv_rows.astype(np.float32)
     batch["row_valid"] = np.ones((r,), bool)
