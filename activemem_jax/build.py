@@ -108,6 +108,10 @@ class LossConfig:
     path_pool: str = "mean"            # how p_bar pools the path (policy.path_pool)
     tree_temperature: float = 1.0      # GRPO: the tree term scores softmax(logits / T), the distribution
                                        # the rollout sampled from (policy.tree_temperature)
+    search_coef: float = 1.0           # GRPO: weight of the sampled search's term (batches with "search_pick")
+    search_temperature: float = 0.0    # the search's temperature, tau_stop and descent rule, as the
+    tau_stop: float = 0.6              # rollout sampled it (policy.search_temperature, tau_stop, descend)
+    closer: bool = False
 
 
 def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
@@ -118,7 +122,10 @@ def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
                       agg=t.agg, beta=t.beta, tree_coef=t.tree_coef, lora_alpha=cfg.lora.alpha,
                       chunk=t.logprob_chunk, micro_batch_rows=t.micro_batch_rows,
                       key_coef=float(t.get("key_coef", 0.0)), key_tau=float(t.get("key_tau", 0.1)),
-                      path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)))
+                      path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)),
+                      search_coef=float(t.get("search_coef", 1.0)),
+                      search_temperature=float(p.get("search_temperature", 0.0)),
+                      tau_stop=float(p.get("tau_stop", 0.6)), closer=p.get("descend", "threshold") == "closer")
 
 
 def optimizer_from(cfg):

@@ -162,6 +162,7 @@ class Train:
     sft_tree: str = "rule"        # SFT's tree actions: the threshold rule | expert (env.expert_write)
     key_coef: float = 0.0         # SFT's loss on the key head (policy.key_head): env.observation_key
     key_tau: float = 0.1
+    search_coef: float = 1.0      # GRPO's term on the sampled search's path (policy.search_temperature > 0)
     steps: int = 500
     group_size: int = 8           # rollout batch = prompts_per_step x group_size
     prompts_per_step: int = 8
@@ -176,6 +177,8 @@ class Train:
     beta: float = 0.0             # k3 KL to the reference (frozen LLM + initial controller)
     tree_coef: float = 1.0
     lambda_h: float = 0.5         # the hierarchical advantage's node term (0: the plain group advantage)
+    credit: str = "episode"       # GRPO: a scored turn's tokens (and sampled search) take the episode's
+                                  # advantage | "turn": the group advantage of that turn's own reward
     adv_eps: float = 1e-6
     normalize_std: bool = True
     logprob_chunk: int = 128
@@ -188,12 +191,13 @@ class Train:
             _need(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)}: need >= 1")
         _need(self.micro_batch_rows >= 0, f"train.micro_batch_rows={self.micro_batch_rows}: need >= 0 (0: all)")
         _need(self.old_logp in ("rollout", "recompute"), f"train.old_logp={self.old_logp!r}: rollout or recompute")
+        _need(self.credit in ("episode", "turn"), f"train.credit={self.credit!r}: episode or turn")
         _need(self.sft_tree in ("rule", "expert"), f"train.sft_tree={self.sft_tree!r}: rule or expert")
         _need(self.agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
               f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
         _need(self.algo != "grpo" or self.group_size >= 2,
               f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group)")
-        for name in ("key_coef", "key_tau", "clip_eps", "clip_eps_high", "beta", "tree_coef", "lambda_h"):
+        for name in ("key_coef", "key_tau", "search_coef", "clip_eps", "clip_eps_high", "beta", "tree_coef", "lambda_h"):
             _need(getattr(self, name) >= 0, f"train.{name}={getattr(self, name)}: need >= 0")
 
 

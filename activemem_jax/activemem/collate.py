@@ -8,7 +8,10 @@ embeddings when retrieved (`path_emb`, constants), and for every node the same e
 wrote earlier, the writing
 turn's inputs (`writer_h`, `writer_p_bar`, `writer_q`), the kind of write and, for an
 update, the node before it (`writer_prev`). The path axis is cut to the longest path in
-the batch, rounded up to a power of two (`path_len` pads further).
+the batch, rounded up to a power of two (`path_len` pads further). Rollouts that sampled the
+search (policy.search_temperature) add its record: `search_q` (the turn's query vector),
+`search_emb`, `search_ok`, `search_pick` (memory/_search.py), what GRPO's search term
+recomputes the path's log-probability from.
 """
 
 from __future__ import annotations
@@ -117,6 +120,12 @@ def collate(trajectories: Sequence[Trajectory], num_latents: int, max_len: Optio
         out["latent_pos"][row, :len(s.latent_pos)] = [x + g if x >= gap_at else x for x in s.latent_pos[:k]]
     if steps[0][1].q is not None:
         out.update(path_rows(trajectories, path_len))
+    first = steps[0][1].search_pick
+    if first is not None and len(first):
+        out["search_q"] = np.stack([s.q for _, s in steps]).astype(np.float32)
+        out["search_emb"] = np.stack([s.search_emb for _, s in steps]).astype(np.float32)
+        out["search_ok"] = np.stack([s.search_ok for _, s in steps]).astype(bool)
+        out["search_pick"] = np.stack([s.search_pick for _, s in steps]).astype(np.int32)
     return out
 
 

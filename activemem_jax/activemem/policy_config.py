@@ -17,6 +17,7 @@ STARTS = ("zero", "first")
 DESCEND = ("threshold", "closer")
 POOLS = ("mean", "leaf")
 STEP_MODES = ("turn", "delimiter")
+SEARCH_TURNS = ("read", "all")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,12 @@ class PolicyConfig:
     tree_temperature: float = 1.0  # tree-head exploration: sampled (GRPO) rollouts draw from softmax(logits / T)
                                    # and the tree term scores that distribution (greedy evaluation and
                                    # SFT are unchanged): T > 1 keeps a confident SFT head trying others
+    search_temperature: float = 0.0  # > 0: sampled (GRPO) rollouts sample the tree search at this
+                                   # temperature over the children's key cosines and stop (tau_stop),
+                                   # and GRPO credits the path it took (train.search_coef; memory/_search.py);
+                                   # 0: the greedy search everywhere. Greedy evaluation and SFT search greedily
+    search_turns: str = "read"     # the turns that sample it: those whose response the environment reads
+                                   # (env.reads_response: questions; every turn where it does not say) | "all"
     top_p: float = 1.0
     stop: tuple = ("</search>", "</answer>")
     step_mode: str = "turn"        # turn: one agent turn per step; delimiter: single-shot tasks,
@@ -89,6 +96,10 @@ class PolicyConfig:
             raise ValueError(f"policy.idle_utility={self.idle_utility!r}: use one of {IDLE}")
         if not self.tree_temperature > 0:
             raise ValueError(f"policy.tree_temperature={self.tree_temperature}: need > 0 (1 = the head as is)")
+        if not self.search_temperature >= 0:
+            raise ValueError(f"policy.search_temperature={self.search_temperature}: need >= 0 (0 = greedy search)")
+        if self.search_turns not in SEARCH_TURNS:
+            raise ValueError(f"policy.search_turns={self.search_turns!r}: use one of {SEARCH_TURNS}")
         if self.stream_slots < 1:
             raise ValueError(f"policy.stream_slots={self.stream_slots}: need >= 1")
         if self.max_ops < 1:
@@ -123,7 +134,8 @@ class PolicyConfig:
     def step_config(self) -> StepConfig:
         return StepConfig(use_tree=self.use_tree, tree_actions=self.tree_actions,
                           tau_stop=self.tau_stop, tau_merge=self.tau_merge, closer=self.descend == "closer",
-                          pool=self.path_pool, tree_temperature=self.tree_temperature)
+                          pool=self.path_pool, tree_temperature=self.tree_temperature,
+                          search_temperature=self.search_temperature)
 
 
 @dataclasses.dataclass
@@ -151,6 +163,9 @@ class Step:
     path_len: int = 0               # nodes retrieved (0: an empty path)
     obs_key: str = ""               # the environment's name for what the observation is about
                                     # (env.observation_key; "" none): the key head's loss groups by it
+    search_emb: np.ndarray = None   # [L, C, d] a sampled search's candidates per level (L = 0: greedy)
+    search_ok: np.ndarray = None    # [L, C] bool
+    search_pick: np.ndarray = None  # [L] the choice per level (C stop, -1 not reached)
     credit_path: np.ndarray = None  # [max_depth] the path's node identities a GRPO group shares:
                                     # a snapshot node's slot, capacity + t for a node this rollout
                                     # last wrote at turn t (streams.credit_ids); what the

@@ -262,9 +262,10 @@ class ActiveMem:
                 for i in live:
                     forced[i] = EXPERT_ACTIONS[tree_expert(i, turn)]
                 forced = jnp.asarray(forced)
+            explore = self._search_turns(env, live, e)
             overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs, jnp.asarray(h),
                                              jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
-                                             scfg, forced)
+                                             scfg, forced, explore)
             paths.append(out.path)
             writers.append(out.writer_turn)
             out = jax.device_get(out)
@@ -293,6 +294,7 @@ class ActiveMem:
                     pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
                     writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
                     writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i]),
+                    search_emb=out.search_emb[i], search_ok=out.search_ok[i], search_pick=out.search_pick[i],
                     obs_key=observation_key(i, turn) if observation_key is not None else ""))
                 histories[i].append((texts[i], obs[i]))
                 trajs[i].info = {**trajs[i].info, **infos[i]}
@@ -319,6 +321,17 @@ class ActiveMem:
                                slots=tuple(int(x) for x in slots) if slots is not None else None,
                                group_size=group_size)
         return self.commit(result) if commit else result
+
+    def _search_turns(self, env, live, e: int):
+        """[E] bool, the episodes whose search is sampled this turn (policy.search_turns
+        "read": those whose response the environment reads, `env.reads_response`), or None:
+        every episode (policy.search_turns "all", or an environment that does not say)."""
+        reads = getattr(env, "reads_response", None)
+        if self.config.search_temperature <= 0 or self.config.search_turns == "all" or reads is None:
+            return None
+        out = np.zeros((e,), bool)
+        out[[i for i in live if reads(i)]] = True
+        return jnp.asarray(out)
 
     def _reads_response(self, env, i: int) -> bool:
         """Whether episode i's response this turn can matter: the environment reads it

@@ -18,6 +18,11 @@ when the head is off (`tree_actions=False`: the static hierarchy ablation,
 docs/design.md#ablations).
 Rows the head did not choose get a noop-only mask, so no loss term trains the head there.
 
+With `search_temperature` > 0 a sampled step samples the search as well (memory/_search.py:
+each level draws among the children and stop) and reports each level's candidates (their
+stored embeddings), the choices and the path's log-probability, which GRPO's search term
+recomputes under the current key head (rl/update.py). Greedy and rule steps search greedily.
+
 For the loss's recomputation of p_bar (docs/design.md#gradient-through-memory), every
 path node also reports its embedding at retrieval time and, when this episode wrote it,
 which turn did and how.
@@ -47,6 +52,8 @@ class StepConfig:
     pool: str = "mean"          # p_bar: the path's mean (paper) | its "leaf" (policy.path_pool)
     greedy: bool = False        # argmax tree actions (evaluation)
     tree_temperature: float = 1.0  # sampled tree actions come from softmax(logits / T) (policy.tree_temperature)
+    search_temperature: float = 0.0  # > 0: sampled rollouts sample the search too (memory/_search.py;
+                                     # policy.search_temperature); greedy and rule steps search greedily
     rule: bool = False          # the threshold rule instead of the head (SFT targets):
                                 # insert when the path is empty, else update the leaf
 
@@ -65,6 +72,10 @@ class StepOutput:
     writer_turn: jax.Array  # [E, max_depth] int32 turn of this episode that last wrote the node (-1)
     writer_op: jax.Array    # [E, max_depth] int32 OP_INSERT / OP_UPDATE of that write (0 none)
     writer_prev: jax.Array  # [E, max_depth, d] the node before that update (zeros for inserts)
+    search_emb: jax.Array   # [E, L, C, d] a sampled search's candidates per level, as stored (L = 0: greedy)
+    search_ok: jax.Array    # [E, L, C] bool, real candidates
+    search_pick: jax.Array  # [E, L] int32 the choice per level (C: stop, -1: level not reached)
+    search_logp: jax.Array  # [E] log pi(path) of the sampled search (0 greedy)
 
 
 def _leaf(path: hlmt.Path):
@@ -96,12 +107,14 @@ def _writers(overlay, log, nodes):
             jnp.where(has[:, None], log.prev[safe], 0.0))
 
 
-def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cfg: StepConfig, forced=None):
+def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cfg: StepConfig, forced=None,
+                    explore=None):
     """h, q [E, d]; keys [E] PRNG keys; live [E] bool (finished episodes change nothing);
     turn: the rollout turn (recorded with each write). forced [E] int32: an expert's
     tree action per episode (-1: none; SFT with the environment's writes), taken where the
     mask allows it; a masked update falls back to an insert (and a masked insert to an
-    update), else noop."""
+    update), else noop. explore [E] bool: with a sampled search, the episodes that sample
+    it this turn (the others search greedily and record nothing; None: all)."""
     chex.assert_rank([h, q, live], [2, 2, 1], custom_message="controller_step: h, q [E, d], live [E]")
     chex.assert_equal_shape([h, q], custom_message="controller_step: h and q")
     chex.assert_equal_shape_prefix([h, keys, live], 1, custom_message="controller_step: one row per episode")
@@ -110,11 +123,35 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
     controller = nnx.merge(graphdef, params)
     e, d = h.shape
     max_depth = overlays.max_depth
+    width = overlays.children.shape[-1]
+    sampled = cfg.use_tree and cfg.search_temperature > 0 and not (cfg.greedy or cfg.rule)
+    levels = max_depth if sampled else 0
+    search_emb = jnp.zeros((e, levels, width, d), jnp.float32)
+    search_ok = jnp.zeros((e, levels, width), bool)
+    search_pick = jnp.full((e, levels), -1, jnp.int32)
+    search_logp = jnp.zeros((e,), jnp.float32)
     if cfg.use_tree:
         # with the key head the search compares keys, key(q) against key(node), while the
         # nodes keep what was written (their values); without it key() is the identity
         search = overlays if controller.key is None else overlays.replace(emb=controller.key_of(overlays.emb))
-        path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, controller.key_of(q))
+        query_key = controller.key_of(q)
+        if sampled:  # the search as a policy (GRPO credits its choices: rl/update.py)
+            rngs = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+            path, cand, search_pick = jax.vmap(lambda t, x, r: hlmt.sample_traverse(
+                t, x, r, cfg.tau_stop, cfg.closer, cfg.search_temperature))(search, query_key, rngs)
+            if explore is not None:  # the others search greedily
+                greedy = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, query_key)
+                path = jax.tree.map(lambda a, b: jnp.where(explore.reshape((e,) + (1,) * (a.ndim - 1)), a, b),
+                                    path, greedy)
+                search_pick = jnp.where(explore[:, None], search_pick, -1)
+                cand = jnp.where(explore[:, None, None], cand, -1)
+            search_ok = cand >= 0
+            search_emb = jax.vmap(lambda t, c: jnp.where((c >= 0)[..., None], t.emb[jnp.maximum(c, 0)], 0.0))(
+                overlays, cand)
+            search_logp = hlmt.path_log_prob(query_key, jax.vmap(lambda t, c: t.emb[jnp.maximum(c, 0)])(
+                search, cand), search_ok, search_pick, cfg.tau_stop, cfg.closer, cfg.search_temperature)
+        else:
+            path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, query_key)
         p_bar = jax.vmap(hlmt.path_leaf if cfg.pool == "leaf" else hlmt.path_mean)(overlays, path)
     else:
         path = hlmt.Path(nodes=jnp.full((e, max_depth), -1, jnp.int32),
@@ -152,7 +189,8 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
         latents=out.latents, p_bar=p_bar, action=action, logp=jnp.where(live, logp, 0.0),
         mask=shown & live[:, None], path=path.nodes, path_len=path.length,
         slot=jnp.where(action > 0, slot, -1), path_emb=path_emb, writer_turn=w_turn,
-        writer_op=w_op, writer_prev=w_prev)
+        writer_op=w_op, writer_prev=w_prev, search_emb=search_emb, search_ok=search_ok & live[:, None, None],
+        search_pick=jnp.where(live[:, None], search_pick, -1), search_logp=jnp.where(live, search_logp, 0.0))
 
 
 __all__ = ["StepConfig", "StepOutput", "controller_step"]

@@ -101,6 +101,8 @@ def pad_rows(result, adv_rows, tree_adv_rows, extra, *, k: int, budget: int, pat
         part = {key: np.concatenate([v, np.zeros((pad,) + v.shape[1:], v.dtype)]) for key, v in part.items()}
         part["latent_pos"][len(rows):] = -1
         part["resp_pos"][len(rows):] = -1
+        if "search_pick" in part:  # padding rows searched nothing
+            part["search_pick"][len(rows):] = -1
         return part
 
     first = group(np.flatnonzero(scored), n_scored)

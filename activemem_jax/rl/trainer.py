@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 # metrics a tree-only update (unscored rows, no backbone pass) reports meaningfully
 TREE_METRICS = ("tree_loss", "tree_acc", "grad_norm", "skipped", "grad_shared", "grad_tree", "grad_insert",
-                "grad_gate", "grad_update", "key_loss", "key_acc", "grad_key")
+                "grad_gate", "grad_update", "key_loss", "key_acc", "grad_key", "search_loss", "search_logp")
 
 
 class Trainer:
@@ -273,11 +273,20 @@ class Trainer:
         ids = self.policy.config.capacity + max(len(tr.steps) for tr in result.trajectories)
         extra = {}
         # A_{i,t} for the token (and latent) loss and the tree term alike
-        # (docs/design.md#hierarchical-advantage)
+        # (docs/design.md#hierarchical-advantage); with train.credit "turn" the scored turns'
+        # tokens and searches take their own turn's group advantage instead
         if algo == "grpo":
             tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
                                                                t.lambda_h, t.adv_eps))
             adv_rows = tree_adv
+            if t.credit == "turn":  # a scored turn's answer (and its search) by its own reward in the group
+                steps = [s for tr in result.trajectories for s in tr.steps]
+                turn = np.asarray([j for tr in result.trajectories for j in range(len(tr.steps))], np.int32)
+                scored = np.asarray([s.scored for s in steps], bool)
+                per_turn = np.asarray(grpo.turn_advantages(np.asarray([s.reward for s in steps], np.float32),
+                                                           episode, turn, scored, len(result.trajectories),
+                                                           t.group_size, t.adv_eps))
+                adv_rows = np.where(scored, per_turn, tree_adv).astype(np.float32)
             # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
             node_term = float(np.mean(np.abs(tree_adv - np.asarray(
                 grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode])))

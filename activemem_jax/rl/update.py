@@ -10,6 +10,9 @@ frozen backbone state is an argument, never differentiated nor updated.
 Row batches come from `activemem.collate` plus "adv" [R] (the episode's group advantage),
 "tree_adv" [R] (the per-step hierarchical one) and "row_valid" [R]. Losses read the
 compact response view (resp_pos / resp_mask [R, A]); "old_logp" and "ref_logp" are [R, A].
+Rollouts that sampled the tree search also carry its record ("search_q", "search_emb",
+"search_ok", "search_pick"): GRPO then credits the path's log-probability, recomputed
+under the current key head, with the row's token advantage "adv" (`search_log_probs`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from activemem_jax.activemem.inject import policy_logprobs
 from activemem_jax.activemem.lora import merge_lora
 from activemem_jax.activemem.recompute import recompute_p_bar
 from activemem_jax.build import LossConfig  # the loss config and the optimizer are built in build.py
+from activemem_jax.memory import tree as hlmt
 from activemem_jax.rl import grpo
 
 
@@ -71,9 +75,27 @@ def key_loss(controller, q, ids, tau: float = 0.1):
     return jnp.sum(jnp.where(has, per_row, 0.0)) / count, jnp.sum(hit & has) / count
 
 
+def search_log_probs(controller, batch: dict, cfg: LossConfig):
+    """(log pi(path) [R] of the rollout's sampled searches under `controller`'s key head,
+    searched [R] rows where the search had a child to choose). The candidates' embeddings
+    are constants (as stored when searched); the gradient reaches the key head."""
+    query_key = controller.key_of(batch["search_q"])
+    cand_keys = controller.key_of(batch["search_emb"])
+    logp = hlmt.path_log_prob(query_key, cand_keys, batch["search_ok"], batch["search_pick"], cfg.tau_stop,
+                              cfg.closer, cfg.search_temperature)
+    return logp, searched_rows(batch)
+
+
+def searched_rows(batch: dict):
+    """[R] bool: valid rows whose recorded search chose among at least one child."""
+    reached = batch["search_ok"] & (batch["search_pick"] >= 0)[..., None]
+    return jnp.any(reached, axis=(-1, -2)) & batch["row_valid"]
+
+
 def normalizers(batch, agg: str):
-    """(token-term count, tree-term count) of a row batch: what each loss term divides by,
-    so micro-batch losses can be weighted back into the mini-batch's exact loss."""
+    """(token-term count, tree-term count, search-term count) of a row batch: what each
+    loss term divides by, so micro-batch losses can be weighted back into the mini-batch's
+    exact loss."""
     mask = batch["resp_mask"] & batch["row_valid"][:, None]
     if agg == "token-mean":
         tokens = jnp.sum(mask)
@@ -82,12 +104,15 @@ def normalizers(batch, agg: str):
     else:  # seq-mean-token-sum-norm: a mean over all rows
         tokens = mask.shape[0]
     chooses = jnp.sum((jnp.sum(batch["tree_mask"], axis=-1) > 1) & batch["row_valid"])
-    return jnp.asarray(tokens, jnp.float32), chooses.astype(jnp.float32)
+    searches = jnp.sum(searched_rows(batch)) if "search_pick" in batch else 0
+    return jnp.asarray(tokens, jnp.float32), chooses.astype(jnp.float32), jnp.asarray(searches, jnp.float32)
 
 
-def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, weights=(1.0, 1.0), split=None):
-    """The loss of one row batch; weights scale the token and tree terms (a micro-batch's
-    share of its mini-batch's normalizers). split: see `activemem.inject.policy_forward`."""
+def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, weights=(1.0, 1.0, 1.0),
+            split=None):
+    """The loss of one row batch; weights scale the token, tree and search terms (a
+    micro-batch's share of its mini-batch's normalizers). split: see
+    `activemem.inject.policy_forward`."""
     (logp, entropy), tree_logp, tree_lp = _forward(model_gd, ctrl_gd, params, backbone_state, batch,
                                                    cfg, entropy=True, split=split)
     mask = batch["resp_mask"] & batch["row_valid"][:, None]
@@ -113,6 +138,13 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
         token_loss = jnp.float32(0.0)
     loss = token_loss + cfg.tree_coef * tree_term
     out = weights[0] * token_loss + cfg.tree_coef * weights[1] * tree_term
+    if cfg.algo == "grpo" and "search_pick" in batch and cfg.search_coef:  # REINFORCE on the sampled search
+        search_lp, searched = search_log_probs(nnx.merge(ctrl_gd, params["controller"]), batch, cfg)
+        count = jnp.maximum(jnp.sum(searched), 1.0)
+        search_term = -jnp.sum(jnp.where(searched, search_lp * batch["adv"], 0.0)) / count
+        loss, out = loss + cfg.search_coef * search_term, out + cfg.search_coef * weights[2] * search_term
+        metrics.update(search_loss=search_term,
+                       search_logp=jnp.sum(jnp.where(searched, search_lp, 0.0)) / count)
     if "key_q" in batch and cfg.key_coef:  # the step's observations and their keys (one chunk a step)
         ctrl = nnx.merge(ctrl_gd, params["controller"])
         k_loss, k_acc = key_loss(ctrl, batch["key_q"], batch["key_id"], cfg.key_tau)
@@ -181,14 +213,16 @@ class TrainStep:
         if rows % micro:
             raise ValueError(f"{rows} rows per mini-batch is not a multiple of micro_batch_rows={micro}")
         micro_batches = jax.tree.map(lambda x: x.reshape((rows // micro, micro) + x.shape[1:]), batch)
-        total_tok, total_tree = normalizers(batch, self.cfg.agg)
+        total_tok, total_tree, total_search = normalizers(batch, self.cfg.agg)
 
         def one(acc, mb):
-            tok, tree = normalizers(mb, self.cfg.agg)
-            w = (tok / jnp.maximum(total_tok, 1.0), tree / jnp.maximum(total_tree, 1.0))
+            tok, tree, search = normalizers(mb, self.cfg.agg)
+            w = (tok / jnp.maximum(total_tok, 1.0), tree / jnp.maximum(total_tree, 1.0),
+                 search / jnp.maximum(total_search, 1.0))
             (loss, metrics), g = grad_fn(params, backbone_state, mb, self.model_gd, self.ctrl_gd, self.cfg, w,
                                          split)
-            share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "loss": None}
+            share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "search_loss": w[2],
+                     "search_logp": w[2], "loss": None}
             metrics = {k: v * (share.get(k) if share.get(k) is not None else w[0]) for k, v in metrics.items()
                        if k != "loss"}
             metrics["loss"] = loss
@@ -234,4 +268,4 @@ class TrainStep:
         return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
-__all__ = ["TrainStep", "head_grad_norms", "key_loss", "loss_fn"]
+__all__ = ["TrainStep", "head_grad_norms", "key_loss", "loss_fn", "search_log_probs"]

@@ -106,6 +106,27 @@ def test_hierarchical_advantages_by_hand():
     np.testing.assert_allclose(flat, [a0, a0, a1, a2, a3], rtol=1e-5)
 
 
+def test_turn_advantages_by_hand():
+    """Two groups of 3 rollouts (6 episodes of 3 turns; turn 1 and 2 scored, turn 0 not;
+    rollout 5 ended after turn 0). Each scored turn is compared with the same turn of its
+    group's other members only."""
+    episode = np.repeat(np.arange(6), 3)[:-2]
+    turn = np.tile(np.arange(3), 6)[:-2]
+    scored = turn > 0
+    r = np.array([0, 1, 1,  0, 0, 1,  0, 1, 0,   0, 1, 0,  0, 0, 1,  0], np.float32)
+    got = np.asarray(grpo.turn_advantages(r, episode, turn, scored, 6, 3, eps=1e-6))
+
+    def adv(values):
+        m, s = np.mean(values), np.std(values, ddof=1)
+        return (np.asarray(values) - m) / (s + 1e-6) if s > 0 else np.zeros(len(values))
+    t1, t2 = adv([1, 0, 1]), adv([1, 1, 0])  # group 0, turns 1 and 2
+    u1, u2 = adv([1, 0]), adv([0, 1])        # group 1: rollout 5 has no turns 1, 2
+    want = [0, t1[0], t2[0], 0, t1[1], t2[1], 0, t1[2], t2[2], 0, u1[0], u2[0], 0, u1[1], u2[1], 0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="groups of 4"):
+        grpo.turn_advantages(r, episode, turn, scored, 6, 4)
+
+
 def test_tree_loss_by_hand():
     logp = np.array([-0.5, -1.0, 0.0], np.float32)
     adv = np.array([2.0, -1.0, 5.0], np.float32)
