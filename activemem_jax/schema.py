@@ -197,7 +197,8 @@ class Train:
               f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
         _need(self.algo != "grpo" or self.group_size >= 2,
               f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group)")
-        for name in ("key_coef", "key_tau", "search_coef", "clip_eps", "clip_eps_high", "beta", "tree_coef", "lambda_h"):
+        for name in ("key_coef", "key_tau", "search_coef", "clip_eps", "clip_eps_high", "beta", "tree_coef",
+                     "lambda_h"):
             _need(getattr(self, name) >= 0, f"train.{name}={getattr(self, name)}: need >= 0")
 
 
@@ -361,6 +362,9 @@ def load(cfg) -> Run:
           "False (or lora.rank=0)")
     _need(not (run.train.key_coef and not policy.key_head),
           f"train.key_coef={run.train.key_coef} trains the key head, but policy.key_head is False")
+    _need(not (policy.search_temperature and not policy.key_head),
+          f"policy.search_temperature={policy.search_temperature} samples the search for GRPO to train the key head, "
+          "but policy.key_head is False (nothing would learn from it): set policy.key_head=True or the temperature to 0")
     if run.data.name == "dossier":  # the environment's own rule, at load (envs/dossier.py)
         s = check_sizes(dict(run.data.dossier))
         try:

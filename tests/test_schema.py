@@ -47,6 +47,9 @@ def test_the_base_config_is_the_schema_defaults():
     ("policy.utility_start=last", "policy.utility_start='last'"),
     ("data.dossier.streams=0", "data.dossier.streams=0"),
     ("train.key_coef=1.0", "train.key_coef=1.0 trains the key head"),  # tiny_cpu has no key head
+    ("policy.search_temperature=0.05", "policy.search_temperature=0.05 samples the search"),  # nor here
+    ("policy.search_turns=some", "policy.search_turns='some'"),
+    ("train.credit=question", "train.credit='question'"),
     ("lora.rank=4", None),                                  # fine alone
 ])
 def test_a_bad_field_is_named(override, field):
