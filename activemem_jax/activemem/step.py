@@ -75,7 +75,7 @@ class StepOutput:
     search_emb: jax.Array   # [E, L, C, d] a sampled search's candidates per level, as stored (L = 0: greedy)
     search_ok: jax.Array    # [E, L, C] bool, real candidates
     search_pick: jax.Array  # [E, L] int32 the choice per level (C: stop, -1: level not reached)
-    search_logp: jax.Array  # [E] log pi(path) of the sampled search (0 greedy)
+    search_logp: jax.Array  # [E] log pi(path) of the sampled search, as drawn (0 greedy)
 
 
 def _leaf(path: hlmt.Path):
@@ -137,19 +137,18 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
         query_key = controller.key_of(q)
         if sampled:  # the search as a policy (GRPO credits its choices: rl/update.py)
             rngs = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-            path, cand, search_pick = jax.vmap(lambda t, x, r: hlmt.sample_traverse(
+            path, cand, search_pick, search_logp = jax.vmap(lambda t, x, r: hlmt.sample_traverse(
                 t, x, r, cfg.tau_stop, cfg.closer, cfg.search_temperature))(search, query_key, rngs)
             if explore is not None:  # the others search greedily
                 greedy = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, query_key)
                 path = jax.tree.map(lambda a, b: jnp.where(explore.reshape((e,) + (1,) * (a.ndim - 1)), a, b),
                                     path, greedy)
                 search_pick = jnp.where(explore[:, None], search_pick, -1)
+                search_logp = jnp.where(explore, search_logp, 0.0)
                 cand = jnp.where(explore[:, None, None], cand, -1)
             search_ok = cand >= 0
             search_emb = jax.vmap(lambda t, c: jnp.where((c >= 0)[..., None], t.emb[jnp.maximum(c, 0)], 0.0))(
                 overlays, cand)
-            search_logp = hlmt.path_log_prob(query_key, jax.vmap(lambda t, c: t.emb[jnp.maximum(c, 0)])(
-                search, cand), search_ok, search_pick, cfg.tau_stop, cfg.closer, cfg.search_temperature)
         else:
             path = jax.vmap(lambda t, x: hlmt.traverse(t, x, cfg.tau_stop, cfg.closer))(search, query_key)
         p_bar = jax.vmap(hlmt.path_leaf if cfg.pool == "leaf" else hlmt.path_mean)(overlays, path)

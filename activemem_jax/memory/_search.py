@@ -9,7 +9,7 @@ other children. The rollout records each level's candidates and choice; the loss
 recomputes the path's log-probability from them under the current key head
 (`path_log_prob`), with the same `level_logits`.
 
-    path, cand, pick = sample_traverse(keyed_tree, key_of_query, rng, tau_stop, closer, T)
+    path, cand, pick, logp = sample_traverse(keyed_tree, key_of_query, rng, tau_stop, closer, T)
     logp = path_log_prob(key_of_query, key_of(cand_emb), cand >= 0, pick, tau_stop, closer, T)
 """
 
@@ -35,8 +35,8 @@ def level_logits(sims, ok, here, tau_stop: float, closer: bool, temperature: flo
 def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, temperature: float):
     """(Path, cand [max_depth, C] the children slots each level chose among (-1 pad and for
     levels not reached), pick [max_depth] the choice: a column of cand, C for stop, -1 for
-    levels not reached). A level without children is recorded with only stop to choose
-    (log-probability 0). `tree`'s embeddings and `query` are what the search compares
+    levels not reached, logp [] the drawn path's log-probability, summed as it was drawn).
+    A level without children is recorded with only stop to choose (log-probability 0). `tree`'s embeddings and `query` are what the search compares
     (keys)."""
     check_tree(tree, "sample_traverse")
     check_vector(query, tree.dim, "query", "sample_traverse")
@@ -44,12 +44,13 @@ def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, tempe
     depth, width = tree.max_depth, tree.children.shape[1]
 
     def level(i, carry):
-        cur, here, active, length, nodes, sims_out, cand, pick = carry
+        cur, here, active, length, nodes, sims_out, cand, pick, logp = carry
         row = tree.children[cur]
         ok = (row >= 0) & active
         sims = tree.emb[jnp.maximum(row, 0)] @ unit
         logits = level_logits(sims, ok, here, tau_stop, closer, temperature)
         c = jax.random.categorical(jax.random.fold_in(rng, i), logits)
+        logp = logp + jnp.where(active, jax.nn.log_softmax(logits)[c], 0.0)
         take = active & (c < width)
         col = jnp.minimum(c, width - 1)
         node = row[col]
@@ -58,13 +59,13 @@ def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, tempe
         nodes = nodes.at[i].set(jnp.where(take, node, -1))
         sims_out = sims_out.at[i].set(jnp.where(take, sims[col], 0.0))
         return (jnp.where(take, node, cur), jnp.where(take, sims[col], here), take,
-                length + take.astype(jnp.int32), nodes, sims_out, cand, pick)
+                length + take.astype(jnp.int32), nodes, sims_out, cand, pick, logp)
 
     init = (jnp.int32(0), jnp.float32(-jnp.inf), jnp.bool_(True), jnp.int32(0),
             jnp.full((depth,), -1, jnp.int32), jnp.zeros((depth,), jnp.float32),
-            jnp.full((depth, width), -1, jnp.int32), jnp.full((depth,), -1, jnp.int32))
-    _, _, _, length, nodes, sims, cand, pick = jax.lax.fori_loop(0, depth, level, init)
-    return Path(nodes=nodes, length=length, sims=sims), cand, pick
+            jnp.full((depth, width), -1, jnp.int32), jnp.full((depth,), -1, jnp.int32), jnp.float32(0.0))
+    _, _, _, length, nodes, sims, cand, pick, logp = jax.lax.fori_loop(0, depth, level, init)
+    return Path(nodes=nodes, length=length, sims=sims), cand, pick, logp
 
 
 def path_log_prob(query_key, cand_keys, ok, pick, tau_stop: float, closer: bool, temperature: float):

@@ -3,7 +3,7 @@
     from activemem_jax.memory import tree as hlmt
     t = hlmt.init_tree(capacity, dim, max_children=16, max_depth=8)
     path = hlmt.traverse(t, query, tau_stop=0.5)   # Path(nodes [max_depth], length, sims)
-    path, cand, pick = hlmt.sample_traverse(t, query, rng, 0.5, False, 0.05)  # the search as a policy
+    path, cand, pick, logp = hlmt.sample_traverse(t, query, rng, 0.5, False, 0.05)  # the search as a policy
     t, idx = hlmt.insert_node(t, parent, emb)       # idx = -1 when refused
     t = hlmt.update_node(t, idx, target, alpha)     # e <- normalize((1-alpha) e + alpha target)
     t = hlmt.record_activations(t, path, episode_return)

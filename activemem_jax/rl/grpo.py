@@ -50,18 +50,20 @@ def group_advantages(rewards, group_size: int, eps: float = 1e-6, normalize_std:
     return adv.reshape(-1)
 
 
-def turn_advantages(step_rewards, episode, turn, scored, num_episodes: int, group_size: int, eps: float = 1e-6):
+def turn_advantages(step_rewards, episode, turn, scored, num_episodes: int, group_size: int, eps: float = 1e-6,
+                    num_turns: int | None = None):
     """Per-turn group advantages for scored turns: A_{i,t} = (r_{i,t} - mean_G r_{.,t}) /
     (std_G r_{.,t} + eps) over the members of rollout i's group that scored turn t (the
     same observation in every member of a group of one episode), 0 for unscored turns and
     where fewer than two members scored it. step_rewards, episode, turn, scored [S] (one
-    row per step; episodes grouped as in `group_advantages`). Returns [S] float32."""
+    row per step; episodes grouped as in `group_advantages`); num_turns the longest episode
+    (None: read from `turn`, which a jitted caller cannot do). Returns [S] float32."""
     chex.assert_rank([step_rewards, episode, turn, scored], 1, custom_message="turn_advantages: [S] inputs")
     chex.assert_equal_shape([step_rewards, episode, turn, scored], custom_message="turn_advantages: one row per step")
     if num_episodes % group_size:
         raise ValueError(f"{num_episodes} rollouts do not split into groups of {group_size}")
     episode, turn = jnp.asarray(episode, jnp.int32), jnp.asarray(turn, jnp.int32)
-    width = int(jnp.max(turn)) + 1 if turn.shape[0] else 1
+    width = num_turns if num_turns is not None else (int(jnp.max(turn)) + 1 if turn.shape[0] else 1)
     mask = jnp.zeros((num_episodes, width), jnp.float32).at[episode, turn].set(jnp.asarray(scored, jnp.float32))
     r = jnp.zeros((num_episodes, width), jnp.float32).at[episode, turn].set(jnp.asarray(step_rewards, jnp.float32))
     m, r = mask.reshape(-1, group_size, width), r.reshape(-1, group_size, width)

@@ -285,13 +285,15 @@ class Trainer:
                 scored = np.asarray([s.scored for s in steps], bool)
                 per_turn = np.asarray(grpo.turn_advantages(np.asarray([s.reward for s in steps], np.float32),
                                                            episode, turn, scored, len(result.trajectories),
-                                                           t.group_size, t.adv_eps))
+                                                           t.group_size, t.adv_eps, num_turns=int(turn.max()) + 1))
                 adv_rows = np.where(scored, per_turn, tree_adv).astype(np.float32)
+            # what per-question credit changed: mean |A_turn - A_{i,t}| over the rows (0 with "episode")
+            turn_term = float(np.mean(np.abs(adv_rows - tree_adv)))
             # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
             node_term = float(np.mean(np.abs(tree_adv - np.asarray(
                 grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode])))
         else:
-            node_term = 0.0
+            node_term = turn_term = 0.0
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
             extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
                                               np.int32)
@@ -345,7 +347,7 @@ class Trainer:
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, lr_scale=scale, rows=int(len(episode)), algo=algo,
-            adv_node=node_term,
+            adv_node=node_term, adv_turn=turn_term,
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,

@@ -29,7 +29,7 @@ def test_a_cold_sampled_search_is_the_greedy_traversal(closer):
     queries = jnp.asarray(rng.normal(size=(200, 6)).astype(np.float32))
     rngs = jax.random.split(jax.random.PRNGKey(1), 200)
     greedy = jax.vmap(lambda q: hlmt.traverse(t, q, 0.3, closer))(queries)
-    sampled, cand, pick = jax.vmap(lambda q, r: hlmt.sample_traverse(t, q, r, 0.3, closer, 1e-4))(queries, rngs)
+    sampled, cand, pick, _ = jax.vmap(lambda q, r: hlmt.sample_traverse(t, q, r, 0.3, closer, 1e-4))(queries, rngs)
     np.testing.assert_array_equal(np.asarray(sampled.nodes), np.asarray(greedy.nodes))
     np.testing.assert_array_equal(np.asarray(sampled.length), np.asarray(greedy.length))
     lengths = np.asarray(greedy.length)
@@ -51,7 +51,7 @@ def test_draws_follow_the_softmax_over_children_and_stop():
     want = np.exp(logits - logits.max())
     want /= want.sum()
     n = 4000
-    _, cand, pick = jax.vmap(lambda r: hlmt.sample_traverse(t, q, r, tau, False, temp))(
+    _, cand, pick, _ = jax.vmap(lambda r: hlmt.sample_traverse(t, q, r, tau, False, temp))(
         jax.random.split(jax.random.PRNGKey(0), n))
     first = np.asarray(pick)[:, 0]
     assert (np.asarray(cand)[:, 0, :3] == [1, 2, 3]).all()
@@ -74,7 +74,7 @@ def test_recomputed_path_log_prob_is_the_hand_computation(closer):
     q = _unit([1, 0.1, 0.2])
     found = 0
     for seed in range(40):  # draws that take a child, then a grandchild or stop
-        path, cand, pick = hlmt.sample_traverse(t, q, jax.random.PRNGKey(seed), tau, closer, temp)
+        path, cand, pick, drawn = hlmt.sample_traverse(t, q, jax.random.PRNGKey(seed), tau, closer, temp)
         pick, cand = np.asarray(pick), np.asarray(cand)
         if pick[0] != 0:
             continue
@@ -92,6 +92,7 @@ def test_recomputed_path_log_prob_is_the_hand_computation(closer):
         got = hlmt.path_log_prob(jnp.asarray(q), jnp.asarray(cand_emb), jnp.asarray(cand >= 0), jnp.asarray(pick),
                                  tau, closer, temp)
         assert np.isclose(float(got), want, atol=1e-4), (seed, float(got), want)
+        assert np.isclose(float(drawn), want, atol=1e-4)  # what the sampler summed as it drew
         grad = jax.grad(lambda x: hlmt.path_log_prob(x, jnp.asarray(cand_emb), jnp.asarray(cand >= 0),
                                                      jnp.asarray(pick), tau, closer, temp))(jnp.asarray(q))
         assert np.isfinite(np.asarray(grad)).all() and np.abs(np.asarray(grad)).sum() > 0
