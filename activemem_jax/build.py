@@ -112,6 +112,8 @@ class LossConfig:
     search_temperature: float = 0.0    # the search's temperature, tau_stop and descent rule, as the
     tau_stop: float = 0.6              # rollout sampled it (policy.search_temperature, tau_stop, descend)
     closer: bool = False
+    tree_rate: float = 1.0             # GRPO: the tree action head's updates are multiplied by this
+                                       # (optim.lr_tree_grpo over GRPO's own rate)
 
 
 def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
@@ -125,7 +127,17 @@ def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
                       path_pool=p.get("path_pool", "mean"), tree_temperature=float(p.get("tree_temperature", 1.0)),
                       search_coef=float(t.get("search_coef", 1.0)),
                       search_temperature=float(p.get("search_temperature", 0.0)),
-                      tau_stop=float(p.get("tau_stop", 0.6)), closer=p.get("descend", "threshold") == "closer")
+                      tau_stop=float(p.get("tau_stop", 0.6)), closer=p.get("descend", "threshold") == "closer",
+                      tree_rate=tree_head_rate(cfg.optim))
+
+
+def tree_head_rate(optim) -> float:
+    """GRPO's rate for the tree action head over GRPO's rate for the rest (1 without
+    optim.lr_tree_grpo): what the GRPO step multiplies the head's updates by."""
+    lr_tree = float(optim.get("lr_tree_grpo", 0.0))
+    if not lr_tree:
+        return 1.0
+    return lr_tree / float(optim.get("lr_grpo", 0.0) or optim.lr_controller)
 
 
 def optimizer_from(cfg):

@@ -160,6 +160,8 @@ class Train:
     algo: str = "grpo"            # grpo | sft
     sft_steps: int = 0            # grpo: the first steps are SFT on expert turns (a warm start)
     sft_tree: str = "rule"        # SFT's tree actions: the threshold rule | expert (env.expert_write)
+    sft_head: str = "acted"       # what SFT's tree head imitates: the actions SFT took | "rule": the
+                                  # threshold rule on the same states (with sft_tree="expert")
     key_coef: float = 0.0         # SFT's loss on the key head (policy.key_head): env.observation_key
     key_tau: float = 0.1
     search_coef: float = 1.0      # GRPO's term on the sampled search's path (policy.search_temperature > 0)
@@ -179,6 +181,8 @@ class Train:
     lambda_h: float = 0.5         # the hierarchical advantage's node term (0: the plain group advantage)
     credit: str = "episode"       # GRPO: a scored turn's tokens (and sampled search) take the episode's
                                   # advantage | "turn": the group advantage of that turn's own reward
+    write_credit: str = "episode"  # GRPO: the tree term's advantage: the episode's (A_{i,t}) | "to_go": the
+                                   # group advantage of the answers after the write's turn (+ node term)
     adv_eps: float = 1e-6
     normalize_std: bool = True
     logprob_chunk: int = 128
@@ -192,7 +196,10 @@ class Train:
         _need(self.micro_batch_rows >= 0, f"train.micro_batch_rows={self.micro_batch_rows}: need >= 0 (0: all)")
         _need(self.old_logp in ("rollout", "recompute"), f"train.old_logp={self.old_logp!r}: rollout or recompute")
         _need(self.credit in ("episode", "turn"), f"train.credit={self.credit!r}: episode or turn")
+        _need(self.write_credit in ("episode", "to_go"),
+              f"train.write_credit={self.write_credit!r}: episode or to_go")
         _need(self.sft_tree in ("rule", "expert"), f"train.sft_tree={self.sft_tree!r}: rule or expert")
+        _need(self.sft_head in ("acted", "rule"), f"train.sft_head={self.sft_head!r}: acted or rule")
         _need(self.agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
               f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
         _need(self.algo != "grpo" or self.group_size >= 2,
@@ -210,6 +217,7 @@ class Optim:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     lr_grpo: float = 0.0          # > 0: GRPO's controller rate after an SFT warm start; 0: lr_controller
+    lr_tree_grpo: float = 0.0     # > 0: GRPO's rate for the tree action head alone; 0: the GRPO rate
     decay_steps: int = 0          # > 0: the rate falls on a cosine to rate x final_lr_ratio at this
     final_lr_ratio: float = 0.1   # training step (GRPO at lr_grpo keeps its own); -1: over the SFT
                                   # warm start (train.sft_steps, else all steps); 0: constant
@@ -223,6 +231,9 @@ class Optim:
               f"optim.lr_grpo={self.lr_grpo}: need >= 0 (0: GRPO uses optim.lr_controller) and a non-zero "
               f"optim.lr_controller to scale from (it is {self.lr_controller})")
         _need(0.0 <= self.final_lr_ratio <= 1.0, f"optim.final_lr_ratio={self.final_lr_ratio}: in [0, 1]")
+        _need(self.lr_tree_grpo >= 0 and (not self.lr_tree_grpo or self.lr_controller > 0),
+              f"optim.lr_tree_grpo={self.lr_tree_grpo}: need >= 0 (0: the tree head keeps GRPO's rate) and a "
+              f"non-zero optim.lr_controller to scale from (it is {self.lr_controller})")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,6 +50,9 @@ def test_the_base_config_is_the_schema_defaults():
     ("policy.search_temperature=0.05", "policy.search_temperature=0.05 samples the search"),  # nor here
     ("policy.search_turns=some", "policy.search_turns='some'"),
     ("train.credit=question", "train.credit='question'"),
+    ("train.write_credit=node", "train.write_credit='node'"),
+    ("train.sft_head=expert", "train.sft_head='expert'"),
+    ("optim.lr_tree_grpo=-1e-3", "optim.lr_tree_grpo=-0.001"),
     ("lora.rank=4", None),                                  # fine alone
 ])
 def test_a_bad_field_is_named(override, field):

@@ -166,6 +166,8 @@ class Step:
     search_emb: np.ndarray = None   # [L, C, d] a sampled search's candidates per level (L = 0: greedy)
     search_ok: np.ndarray = None    # [L, C] bool
     search_pick: np.ndarray = None  # [L] the choice per level (C stop, -1 not reached)
+    rule_action: int = 0            # the threshold rule's action on this state (SFT's head target
+                                    # with train.sft_head="rule")
     credit_path: np.ndarray = None  # [max_depth] the path's node identities a GRPO group shares:
                                     # a snapshot node's slot, capacity + t for a node this rollout
                                     # last wrote at turn t (streams.credit_ids); what the

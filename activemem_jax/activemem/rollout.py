@@ -289,6 +289,7 @@ class ActiveMem:
                     response_ids=list(o.token_ids), response_logprobs=list(o.logprobs),
                     text=texts[i], observation=obs[i], h=h[i], p_bar=np.asarray(out.p_bar[i]),
                     tree_action=int(out.action[i]), tree_logp=float(out.logp[i]),
+                    rule_action=int(out.rule_action[i]),
                     tree_mask=np.asarray(out.mask[i]), path=np.asarray(out.path[i]),
                     reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i],
                     pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),

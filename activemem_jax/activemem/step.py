@@ -76,6 +76,7 @@ class StepOutput:
     search_ok: jax.Array    # [E, L, C] bool, real candidates
     search_pick: jax.Array  # [E, L] int32 the choice per level (C: stop, -1: level not reached)
     search_logp: jax.Array  # [E] log pi(path) of the sampled search, as drawn (0 greedy)
+    rule_action: jax.Array  # [E] int32 the threshold rule's action on this state (whatever acted)
 
 
 def _leaf(path: hlmt.Path):
@@ -161,9 +162,10 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
     mask = jax.vmap(lambda t, lg, p, v: _allowed(t, lg, p, v, cfg))(overlays, logs, path, out.insert_vec)
     logp_all = masked_log_probs(out.tree_logits, mask)
     head = cfg.use_tree and cfg.tree_actions and not cfg.rule
+    want = jnp.where(path.length > 0, UPDATE, INSERT)  # the threshold rule, where the mask allows it
+    rule_action = jnp.where(jnp.take_along_axis(mask, want[:, None], axis=-1)[:, 0], want, 0)
     if not head:
-        want = jnp.where(path.length > 0, UPDATE, INSERT)
-        action = jnp.where(jnp.take_along_axis(mask, want[:, None], axis=-1)[:, 0], want, 0)
+        action = rule_action
     elif cfg.greedy:
         action = jnp.argmax(logp_all, axis=-1)
     else:
@@ -189,7 +191,8 @@ def controller_step(graphdef, params, overlays, logs, h, q, keys, live, turn, cf
         mask=shown & live[:, None], path=path.nodes, path_len=path.length,
         slot=jnp.where(action > 0, slot, -1), path_emb=path_emb, writer_turn=w_turn,
         writer_op=w_op, writer_prev=w_prev, search_emb=search_emb, search_ok=search_ok & live[:, None, None],
-        search_pick=jnp.where(live[:, None], search_pick, -1), search_logp=jnp.where(live, search_logp, 0.0))
+        search_pick=jnp.where(live[:, None], search_pick, -1), search_logp=jnp.where(live, search_logp, 0.0),
+        rule_action=jnp.where(live, rule_action, 0).astype(jnp.int32))
 
 
 __all__ = ["StepConfig", "StepOutput", "controller_step"]

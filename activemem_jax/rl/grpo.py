@@ -50,6 +50,26 @@ def group_advantages(rewards, group_size: int, eps: float = 1e-6, normalize_std:
     return adv.reshape(-1)
 
 
+def _turn_grid(values, episode, turn, num_episodes: int, num_turns: int | None):
+    """values [S] per step -> [E, W] (0 where a rollout has no such turn) and the turn
+    width W (num_turns, else read from `turn`, which a jitted caller cannot do)."""
+    episode, turn = jnp.asarray(episode, jnp.int32), jnp.asarray(turn, jnp.int32)
+    width = num_turns if num_turns is not None else (int(jnp.max(turn)) + 1 if turn.shape[0] else 1)
+    grid = jnp.zeros((num_episodes, width), jnp.float32).at[episode, turn].set(jnp.asarray(values, jnp.float32))
+    return grid, episode, turn
+
+
+def _per_turn_group_advantages(r, m, group_size: int, eps: float):
+    """[E, W] values r over the cells m (1 / 0) -> the group advantage of each cell among
+    the members of its group that have it, 0 where fewer than two do."""
+    num_episodes, width = r.shape
+    m, r = m.reshape(-1, group_size, width), r.reshape(-1, group_size, width)
+    count = jnp.sum(m, axis=1, keepdims=True)
+    mean = jnp.sum(r * m, axis=1, keepdims=True) / jnp.maximum(count, 1.0)
+    std = jnp.sqrt(jnp.sum(((r - mean) * m) ** 2, axis=1, keepdims=True) / jnp.maximum(count - 1.0, 1.0))
+    return jnp.where((m > 0) & (count >= 2), (r - mean) / (std + eps), 0.0).reshape(num_episodes, width)
+
+
 def turn_advantages(step_rewards, episode, turn, scored, num_episodes: int, group_size: int, eps: float = 1e-6,
                     num_turns: int | None = None):
     """Per-turn group advantages for scored turns: A_{i,t} = (r_{i,t} - mean_G r_{.,t}) /
@@ -62,16 +82,29 @@ def turn_advantages(step_rewards, episode, turn, scored, num_episodes: int, grou
     chex.assert_equal_shape([step_rewards, episode, turn, scored], custom_message="turn_advantages: one row per step")
     if num_episodes % group_size:
         raise ValueError(f"{num_episodes} rollouts do not split into groups of {group_size}")
-    episode, turn = jnp.asarray(episode, jnp.int32), jnp.asarray(turn, jnp.int32)
-    width = num_turns if num_turns is not None else (int(jnp.max(turn)) + 1 if turn.shape[0] else 1)
-    mask = jnp.zeros((num_episodes, width), jnp.float32).at[episode, turn].set(jnp.asarray(scored, jnp.float32))
-    r = jnp.zeros((num_episodes, width), jnp.float32).at[episode, turn].set(jnp.asarray(step_rewards, jnp.float32))
-    m, r = mask.reshape(-1, group_size, width), r.reshape(-1, group_size, width)
-    count = jnp.sum(m, axis=1, keepdims=True)
-    mean = jnp.sum(r * m, axis=1, keepdims=True) / jnp.maximum(count, 1.0)
-    std = jnp.sqrt(jnp.sum(((r - mean) * m) ** 2, axis=1, keepdims=True) / jnp.maximum(count - 1.0, 1.0))
-    adv = jnp.where((m > 0) & (count >= 2), (r - mean) / (std + eps), 0.0).reshape(num_episodes, width)
-    return adv[episode, turn]
+    mask, episode, turn = _turn_grid(scored, episode, turn, num_episodes, num_turns)
+    r, _, _ = _turn_grid(step_rewards, episode, turn, num_episodes, num_turns)
+    return _per_turn_group_advantages(r, mask, group_size, eps)[episode, turn]
+
+
+def to_go_advantages(step_rewards, episode, turn, scored, num_episodes: int, group_size: int, eps: float = 1e-6,
+                     num_turns: int | None = None):
+    """The credit of a write by what is answered after it: G_{i,t} = the sum of rollout i's
+    scored rewards at turns after t, and A_{i,t} = (G_{i,t} - mean_G G_{.,t}) / (std_G
+    G_{.,t} + eps) over the members of the group that have turn t (0 where fewer than two
+    do, and where every member answers alike after t). Inputs as `turn_advantages`.
+    Returns [S] float32."""
+    chex.assert_rank([step_rewards, episode, turn, scored], 1, custom_message="to_go_advantages: [S] inputs")
+    chex.assert_equal_shape([step_rewards, episode, turn, scored],
+                            custom_message="to_go_advantages: one row per step")
+    if num_episodes % group_size:
+        raise ValueError(f"{num_episodes} rollouts do not split into groups of {group_size}")
+    present, episode, turn = _turn_grid(jnp.ones(jnp.shape(episode)[0], jnp.float32), episode, turn, num_episodes,
+                                        num_turns)
+    r, _, _ = _turn_grid(jnp.where(jnp.asarray(scored, bool), jnp.asarray(step_rewards, jnp.float32), 0.0),
+                         episode, turn, num_episodes, num_turns)
+    after = jnp.flip(jnp.cumsum(jnp.flip(r, axis=1), axis=1), axis=1) - r  # sum over t' > t
+    return _per_turn_group_advantages(after, present, group_size, eps)[episode, turn]
 
 
 def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: int,
@@ -166,4 +199,4 @@ def tree_loss(tree_logp, advantages, mask):
 
 
 __all__ = ["AGGREGATIONS", "aggregate", "group_advantages", "hierarchical_advantages", "policy_loss",
-           "tree_loss", "turn_advantages"]
+           "to_go_advantages", "tree_loss", "turn_advantages"]

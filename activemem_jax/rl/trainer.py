@@ -279,23 +279,32 @@ class Trainer:
             tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
                                                                t.lambda_h, t.adv_eps))
             adv_rows = tree_adv
+            base = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode]
+            steps = [s for tr in result.trajectories for s in tr.steps]
+            turn = np.asarray([j for tr in result.trajectories for j in range(len(tr.steps))], np.int32)
+            scored = np.asarray([s.scored for s in steps], bool)
+            step_rewards = np.asarray([s.reward for s in steps], np.float32)
+            by_turn = dict(episode=episode, turn=turn, scored=scored, num_episodes=len(result.trajectories),
+                           group_size=t.group_size, eps=t.adv_eps, num_turns=int(turn.max()) + 1)
             if t.credit == "turn":  # a scored turn's answer (and its search) by its own reward in the group
-                steps = [s for tr in result.trajectories for s in tr.steps]
-                turn = np.asarray([j for tr in result.trajectories for j in range(len(tr.steps))], np.int32)
-                scored = np.asarray([s.scored for s in steps], bool)
-                per_turn = np.asarray(grpo.turn_advantages(np.asarray([s.reward for s in steps], np.float32),
-                                                           episode, turn, scored, len(result.trajectories),
-                                                           t.group_size, t.adv_eps, num_turns=int(turn.max()) + 1))
+                per_turn = np.asarray(grpo.turn_advantages(step_rewards, **by_turn))
                 adv_rows = np.where(scored, per_turn, tree_adv).astype(np.float32)
             # what per-question credit changed: mean |A_turn - A_{i,t}| over the rows (0 with "episode")
             turn_term = float(np.mean(np.abs(adv_rows - tree_adv)))
             # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
-            node_term = float(np.mean(np.abs(tree_adv - np.asarray(
-                grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode])))
+            node_term = float(np.mean(np.abs(tree_adv - base)))
+            write_term = 0.0
+            if t.write_credit == "to_go":  # a write by the answers after it, and the node term
+                to_go = (np.asarray(grpo.to_go_advantages(step_rewards, **by_turn)) + tree_adv - base)
+                write_term = float(np.mean(np.abs(to_go - tree_adv)))  # what it changed: mean |change|
+                tree_adv = to_go.astype(np.float32)
         else:
-            node_term = turn_term = 0.0
+            node_term = turn_term = write_term = 0.0
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
-            extra["tree_target"] = np.asarray([s.tree_action for tr in result.trajectories for s in tr.steps],
+            # the head imitates the writes SFT acted by, or with train.sft_head="rule" the threshold
+            # rule on the same states (the expert's writes build the trees the latents learn to read)
+            field = "rule_action" if t.sft_head == "rule" else "tree_action"
+            extra["tree_target"] = np.asarray([getattr(s, field) for tr in result.trajectories for s in tr.steps],
                                               np.int32)
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
@@ -347,7 +356,7 @@ class Trainer:
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, lr_scale=scale, rows=int(len(episode)), algo=algo,
-            adv_node=node_term, adv_turn=turn_term,
+            adv_node=node_term, adv_turn=turn_term, adv_write=write_term,
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,

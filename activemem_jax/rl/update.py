@@ -172,6 +172,17 @@ def head_grad_norms(grads) -> dict:
     return out
 
 
+def scale_head(updates, head: str, factor: float):
+    """`updates` with the controller head `head`'s leaves (HEADS) multiplied by `factor`."""
+    names = HEADS[head]
+
+    def one(path, u):
+        keys = [getattr(k, "key", None) for k in path]
+        hit = len(keys) > 1 and keys[0] == "controller" and keys[1] in names
+        return u * jnp.asarray(factor, u.dtype) if hit else u
+    return jax.tree_util.tree_map_with_path(one, updates)
+
+
 class TrainStep:
     """Jitted (params, opt_state, backbone_state, batch) -> (params, opt_state, metrics).
     A non-finite loss or gradient leaves params and optimizer state untouched and sets
@@ -180,7 +191,8 @@ class TrainStep:
     update_scale multiplies the optimizer's updates: GRPO's own learning rate
     (optim.lr_grpo / optim.lr_controller) on the optimizer state SFT warmed, so the
     state keeps one shape across phases and checkpoints. A call may give its own `scale`
-    (a traced scalar: a per-step schedule compiles once)."""
+    (a traced scalar: a per-step schedule compiles once). A GRPO step multiplies the tree
+    head's updates by cfg.tree_rate on top (optim.lr_tree_grpo)."""
 
     def __init__(self, model_gd, ctrl_gd, cfg: LossConfig, optimizer: optax.GradientTransformation,
                  update_scale: float = 1.0):
@@ -244,6 +256,8 @@ class TrainStep:
             p, s = args
             updates, s = self.optimizer.update(grads, s, p)
             updates = jax.tree.map(lambda u: u * scale.astype(u.dtype), updates)
+            if self.cfg.algo == "grpo" and self.cfg.tree_rate != 1.0:  # optim.lr_tree_grpo
+                updates = scale_head(updates, "tree", self.cfg.tree_rate)
             return optax.apply_updates(p, updates), s
 
         params, opt_state = jax.lax.cond(finite, apply, lambda a: a, (params, opt_state))
@@ -268,4 +282,4 @@ class TrainStep:
         return self._logp(params, backbone_state, batch, split=tuple(split) if split else None)
 
 
-__all__ = ["TrainStep", "head_grad_norms", "key_loss", "loss_fn", "search_log_probs"]
+__all__ = ["TrainStep", "head_grad_norms", "key_loss", "loss_fn", "scale_head", "search_log_probs"]

@@ -207,6 +207,9 @@ def test_expert_tree_actions_are_taken_where_the_mask_allows_and_fall_back_other
     _, _, out = controller_step(gd, params, overlays, logs, q, q, keys, jnp.ones(4, bool), jnp.int32(0),
                                 StepConfig(tau_stop=0.5, rule=True), forced)
     assert np.asarray(out.action).tolist() == [2, 0, 1, 1]
+    # the threshold rule's action on the same states, whatever acted (train.sft_head="rule"):
+    # update where a path was found, insert where none was
+    assert np.asarray(out.rule_action).tolist() == [2, 2, 1, 1]
 
 
 def test_prune_and_merge_act_on_a_scripted_stream():

@@ -127,6 +127,32 @@ def test_turn_advantages_by_hand():
         grpo.turn_advantages(r, episode, turn, scored, 6, 4)
 
 
+def test_to_go_advantages_by_hand():
+    """The same 6 rollouts: a turn's credit is the sum of its rollout's scored rewards
+    after it, compared with the same turn of its group's members that have the turn;
+    the last turn (nothing after it) and a turn alone in its group get 0."""
+    episode = np.repeat(np.arange(6), 3)[:-2]
+    turn = np.tile(np.arange(3), 6)[:-2]
+    scored = turn > 0
+    r = np.array([0, 1, 1,  0, 0, 1,  0, 1, 0,   0, 1, 0,  0, 0, 1,  0], np.float32)
+    r_unscored = r.copy()
+    r_unscored[turn == 0] = 5.0  # an unscored turn's reward counts for nothing
+    got = np.asarray(grpo.to_go_advantages(r_unscored, episode, turn, scored, 6, 3, eps=1e-6))
+
+    def adv(values):
+        m, s = np.mean(values), np.std(values, ddof=1)
+        return (np.asarray(values) - m) / (s + 1e-6) if s > 0 else np.zeros(len(values))
+    t0 = adv([1 + 1, 0 + 1, 1 + 0])  # group 0 after turn 0: rewards of turns 1 and 2
+    t1 = adv([1, 1, 0])              # after turn 1: turn 2's
+    u0 = adv([1 + 0, 0 + 1, 0])      # group 1: rollout 5 has only turn 0 (nothing after it)
+    u1 = adv([0, 1])                 # turn 1 in rollouts 3 and 4 only
+    want = [t0[0], t1[0], 0, t0[1], t1[1], 0, t0[2], t1[2], 0, u0[0], u1[0], 0, u0[1], u1[1], 0, u0[2]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(got).max() > 0
+    with pytest.raises(ValueError, match="groups of 4"):
+        grpo.to_go_advantages(r, episode, turn, scored, 6, 4)
+
+
 def test_tree_loss_by_hand():
     logp = np.array([-0.5, -1.0, 0.0], np.float32)
     adv = np.array([2.0, -1.0, 5.0], np.float32)

@@ -1,5 +1,6 @@
 """A train step on 8 fake CPU devices (fsdp 2 x tensor 4) equals the unsharded step;
-micro-batches add up to the batch; GRPO's own learning rate scales the update."""
+micro-batches add up to the batch; GRPO's own learning rate scales the update, and the
+tree head's own GRPO rate scales that head's alone."""
 
 import jax
 import numpy as np
@@ -97,6 +98,8 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
     """optim.lr_grpo: the GRPO step moves the parameters lr_grpo / lr_controller times as
     far as the same step at the SFT rate would (Adam, one shared optimizer state), and
     the SFT step is left at its own rate."""
+    import dataclasses
+
     from activemem_jax.rl.trainer import Trainer
     from activemem_jax.rl.update import TrainStep
 
@@ -120,6 +123,23 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
         assert np.abs(flat(moved[1.0])).max() > 0
         np.testing.assert_allclose(flat(moved[0.25]), 0.25 * flat(moved[1.0]), rtol=1e-4, atol=1e-9)
         np.testing.assert_allclose(flat(moved["call 1.0 on a 0.25 step"]), flat(moved[1.0]), rtol=1e-5, atol=1e-9)
+        # optim.lr_tree_grpo: the tree head alone moves tree_rate times as far, the rest as before
+        step = TrainStep(tiny_model.graphdef, trainer.policy.graphdef,
+                         dataclasses.replace(trainer.loss_cfg, tree_rate=4.0), trainer.optimizer)
+        params = jax.tree.map(jax.numpy.asarray, params0)
+        p, _, m = step(params, trainer.optimizer.init(params), tiny_model.state, chunk)
+        assert m["grad_tree"] > 0
+        fast = jax.tree.map(lambda a, b: np.asarray(a) - b, p, params0)
+
+        def split(t):
+            leaves = jax.tree_util.tree_leaves_with_path(t)
+            is_tree = [[getattr(k, "key", None) for k in path][:2] == ["controller", "tree"] for path, _ in leaves]
+            pick = lambda want: np.concatenate([x.ravel() for (_, x), t in zip(leaves, is_tree) if t == want])  # noqa: E731
+            return pick(True), pick(False)
+        (tree_fast, rest_fast), (tree_base, rest_base) = split(fast), split(moved[1.0])
+        assert np.abs(tree_base).max() > 0
+        np.testing.assert_allclose(tree_fast, 4.0 * tree_base, rtol=1e-4, atol=1e-9)
+        np.testing.assert_allclose(rest_fast, rest_base, rtol=1e-5, atol=1e-9)
     finally:
         trainer.close()
     cfg = train_config.get_config()
@@ -143,7 +163,19 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
         np.testing.assert_allclose([trainer.lr_scale("sft", s) for s in (1, 2, 3)], [1.0, 0.6, 0.2])
     finally:
         trainer.close()
-    cfg.optim.update(decay_steps=5)
+    cfg.optim.update(lr_tree_grpo=1e-2)  # the tree head's GRPO rate over GRPO's (lr_grpo 2.5e-3)
+    cfg.out_dir = str(tmp_path / "tree_rate")
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        assert trainer.loss_cfg.tree_rate == pytest.approx(4.0)
+        assert trainer._update_fn("grpo", False).cfg.tree_rate == pytest.approx(4.0)
+    finally:
+        trainer.close()
+    cfg.optim.update(lr_tree_grpo=-1.0)
+    cfg.out_dir = str(tmp_path / "bad_tree")
+    with pytest.raises(ValueError, match="optim.lr_tree_grpo"):
+        Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    cfg.optim.update(lr_tree_grpo=0.0, decay_steps=5)
     cfg.optim.update(lr_grpo=-1.0)
     cfg.out_dir = str(tmp_path / "bad")
     with pytest.raises(ValueError, match="optim.lr_grpo"):

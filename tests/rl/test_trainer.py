@@ -108,7 +108,8 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     """Each step runs the next episode of the same streams (data/streams.py) and commits to
     the stream's own tree, which outlives the episode; the order and the trees resume from
     a checkpoint: the same trees, and the same tree actions on the next episodes. The GRPO
-    step samples the questions' searches and credits them per turn."""
+    step samples the questions' searches, credits them per turn and credits writes by the
+    answers after them."""
     from activemem_jax.rl.trainer import Trainer
     from configs import activemem_dossier_cpu
 
@@ -118,7 +119,7 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     cfg.policy.update(hidden=32)
     cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=(),
-                     credit="turn")
+                     credit="turn", write_credit="to_go")
     cfg.policy.update(search_temperature=0.1)  # GRPO samples the questions' searches (SFT and greedy do not)
     cfg.checkpoint.update(every=1, async_save=False)
 
@@ -157,7 +158,7 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
             np.testing.assert_array_equal(a, b)
         assert next_actions(resumed) == actions
         m = resumed.train_step()  # GRPO: a group of 2 rollouts per stream commits one tree per stream
-        assert m["algo"] == "grpo" and np.isfinite(m["loss"])
+        assert m["algo"] == "grpo" and np.isfinite(m["loss"]) and np.isfinite(m["adv_write"])
         # the questions' searches were sampled and scored (the tiny model answers every question
         # alike, so their advantages, and the key head's gradient, are 0 here; the gradient
         # itself is checked in tests/activemem/test_search_policy.py)
