@@ -26,7 +26,8 @@ ABLATIONS = {
 # overrides that act only after the SFT warm start: a variant made of these alone continues
 # the same SFT run as "full" (activemem_jax/rl/ablation_table.py trains that run once per seed; a
 # resumed run repeats an uninterrupted one, so the branch is the variant's own run)
-AFTER_SFT = ("train.grpo_steps", "train.lambda_h", "optim.lr_grpo", "policy.tree_temperature")
+AFTER_SFT = ("train.grpo_steps", "train.lambda_h", "train.credit", "train.write_credit", "optim.lr_grpo",
+             "optim.lr_tree_grpo", "policy.tree_temperature")
 
 
 def shares_sft(name: str) -> bool:
