@@ -36,8 +36,8 @@ def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, tempe
     """(Path, cand [max_depth, C] the children slots each level chose among (-1 pad and for
     levels not reached), pick [max_depth] the choice: a column of cand, C for stop, -1 for
     levels not reached, logp [] the drawn path's log-probability, summed as it was drawn).
-    A level without children is recorded with only stop to choose (log-probability 0). `tree`'s embeddings and `query` are what the search compares
-    (keys)."""
+    A level without children is recorded with only stop to choose (log-probability 0).
+    `tree`'s embeddings and `query` are what the search compares (keys)."""
     check_tree(tree, "sample_traverse")
     check_vector(query, tree.dim, "query", "sample_traverse")
     unit, _ = normalize(query)

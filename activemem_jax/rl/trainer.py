@@ -299,7 +299,6 @@ class Trainer:
                 write_term = float(np.mean(np.abs(to_go - tree_adv)))  # what it changed: mean |change|
                 tree_adv = to_go.astype(np.float32)
         else:
-            node_term = turn_term = write_term = 0.0
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
             # the head imitates the writes SFT acted by, or with train.sft_head="rule" the threshold
             # rule on the same states (the expert's writes build the trees the latents learn to read)
@@ -356,7 +355,7 @@ class Trainer:
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, lr_scale=scale, rows=int(len(episode)), algo=algo,
-            adv_node=node_term, adv_turn=turn_term, adv_write=write_term,
+            **(dict(adv_node=node_term, adv_turn=turn_term, adv_write=write_term) if algo == "grpo" else {}),
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,

@@ -134,7 +134,8 @@ def test_grpo_learning_rate_scales_the_update(tmp_path, tiny_model, tiny_engine)
         def split(t):
             leaves = jax.tree_util.tree_leaves_with_path(t)
             is_tree = [[getattr(k, "key", None) for k in path][:2] == ["controller", "tree"] for path, _ in leaves]
-            pick = lambda want: np.concatenate([x.ravel() for (_, x), t in zip(leaves, is_tree) if t == want])  # noqa: E731
+            def pick(want):
+                return np.concatenate([x.ravel() for (_, x), hit in zip(leaves, is_tree) if hit == want])
             return pick(True), pick(False)
         (tree_fast, rest_fast), (tree_base, rest_base) = split(fast), split(moved[1.0])
         assert np.abs(tree_base).max() > 0
