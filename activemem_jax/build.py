@@ -114,6 +114,8 @@ class LossConfig:
     closer: bool = False
     tree_rate: float = 1.0             # GRPO: the tree action head's updates are multiplied by this
                                        # (optim.lr_tree_grpo over GRPO's own rate)
+    rule_share: float = 0.0            # SFT: the threshold rule's weight in the head's target (batches
+                                       # with "tree_target_rule": train.sft_head="mix")
 
 
 def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
@@ -128,7 +130,8 @@ def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
                       search_coef=float(t.get("search_coef", 1.0)),
                       search_temperature=float(p.get("search_temperature", 0.0)),
                       tau_stop=float(p.get("tau_stop", 0.6)), closer=p.get("descend", "threshold") == "closer",
-                      tree_rate=tree_head_rate(cfg.optim))
+                      tree_rate=tree_head_rate(cfg.optim),
+                      rule_share=float(t.get("sft_rule_share", 0.5)) if t.get("sft_head") == "mix" else 0.0)
 
 
 def tree_head_rate(optim) -> float:

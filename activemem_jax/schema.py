@@ -161,7 +161,9 @@ class Train:
     sft_steps: int = 0            # grpo: the first steps are SFT on expert turns (a warm start)
     sft_tree: str = "rule"        # SFT's tree actions: the threshold rule | expert (env.expert_write)
     sft_head: str = "acted"       # what SFT's tree head imitates: the actions SFT took | "rule": the
-                                  # threshold rule on the same states (with sft_tree="expert")
+                                  # threshold rule on the same states (with sft_tree="expert") | "mix":
+                                  # both, the rule's action weighted sft_rule_share (a soft target)
+    sft_rule_share: float = 0.5   # sft_head="mix": the rule's share of the head's target, in [0, 1]
     key_coef: float = 0.0         # SFT's loss on the key head (policy.key_head): env.observation_key
     key_tau: float = 0.1
     search_coef: float = 1.0      # GRPO's term on the sampled search's path (policy.search_temperature > 0)
@@ -199,7 +201,9 @@ class Train:
         _need(self.write_credit in ("episode", "to_go"),
               f"train.write_credit={self.write_credit!r}: episode or to_go")
         _need(self.sft_tree in ("rule", "expert"), f"train.sft_tree={self.sft_tree!r}: rule or expert")
-        _need(self.sft_head in ("acted", "rule"), f"train.sft_head={self.sft_head!r}: acted or rule")
+        _need(self.sft_head in ("acted", "rule", "mix"), f"train.sft_head={self.sft_head!r}: acted, rule or mix")
+        _need(0.0 <= self.sft_rule_share <= 1.0,
+              f"train.sft_rule_share={self.sft_rule_share}: the rule's share of the head's target, in [0, 1]")
         _need(self.agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
               f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
         _need(self.algo != "grpo" or self.group_size >= 2,

@@ -301,10 +301,13 @@ class Trainer:
         else:
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
             # the head imitates the writes SFT acted by, or with train.sft_head="rule" the threshold
-            # rule on the same states (the expert's writes build the trees the latents learn to read)
+            # rule on the same states (the expert's writes build the trees the latents learn to read);
+            # "mix": both, the rule's action weighted train.sft_rule_share (rl/update.py)
             field = "rule_action" if t.sft_head == "rule" else "tree_action"
-            extra["tree_target"] = np.asarray([getattr(s, field) for tr in result.trajectories for s in tr.steps],
-                                              np.int32)
+            steps = [s for tr in result.trajectories for s in tr.steps]
+            extra["tree_target"] = np.asarray([getattr(s, field) for s in steps], np.int32)
+            if t.sft_head == "mix":
+                extra["tree_target_rule"] = np.asarray([s.rule_action for s in steps], np.int32)
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
         old_from = self.run.train.old_logp

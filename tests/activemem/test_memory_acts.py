@@ -167,6 +167,37 @@ def test_loss_recomputes_p_bar_and_every_head_gets_gradient(scripted, embedded_m
     assert cut_norms["grad_insert"] == cut_norms["grad_gate"] == cut_norms["grad_update"] == 0.0
 
 
+def test_mixed_sft_head_target_weights_the_acted_and_the_rule_writes(scripted, embedded_model):
+    """train.sft_head="mix": the tree term is -((1 - w) log pi(acted) + w log pi(rule)) over
+    the rows that choose, so it is the w-weighted sum of the two one-target losses."""
+    pol, _, result = scripted
+    batch = collate(result.trajectories, num_latents=1, path_len=pol.config.max_depth, pad_to=32)
+    n = len(batch["tokens"])
+    # another allowed action than the acted one where there is one: the rule's stand-in
+    other = np.where(batch["tree_mask"][np.arange(n), (batch["tree_action"] + 1) % 3],
+                     (batch["tree_action"] + 1) % 3, batch["tree_action"]).astype(np.int32)
+    assert (other != batch["tree_action"]).sum() >= 4
+    batch.update(adv=np.zeros(n, np.float32), tree_adv=np.zeros(n, np.float32), row_valid=np.ones(n, bool),
+                 tree_target=batch["tree_action"])
+    batch = {k: jnp.asarray(v) for k, v in batch.items() if k not in ("episode", "reward", "path", "scored")}
+    ctrl = nnx.merge(pol.graphdef, pol.params)  # a copy whose tree head is not uniform (it starts at 0)
+    ctrl.tree.kernel[...] = jnp.asarray(np.random.default_rng(2).normal(size=ctrl.tree.kernel[...].shape),
+                                        jnp.float32)
+    params = {"controller": nnx.split(ctrl)[1], "lora": {}}
+
+    def tree_loss(b, share=0.0):
+        cfg = LossConfig(algo="sft", rule_share=share)
+        return float(loss_fn(params, embedded_model.state, b, embedded_model.graphdef, pol.graphdef, cfg)[1]
+                     ["tree_loss"])
+
+    acted = tree_loss(batch)
+    rule = tree_loss({**batch, "tree_target": jnp.asarray(other)})
+    assert abs(acted - rule) > 1e-3  # the two targets differ, so the weighting is visible
+    mixed = {**batch, "tree_target_rule": jnp.asarray(other)}
+    for share in (0.0, 0.25, 1.0):
+        np.testing.assert_allclose(tree_loss(mixed, share), (1 - share) * acted + share * rule, rtol=1e-5)
+
+
 def test_bad_policy_configs_name_the_field():
     with pytest.raises(ValueError, match="policy.capacity"):
         PolicyConfig(capacity=0)
