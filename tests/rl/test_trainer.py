@@ -119,7 +119,7 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     cfg.policy.update(hidden=32)
     cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=(),
-                     credit="turn", write_credit="to_go")
+                     credit="turn", write_credit="to_go", sft_head="mix")  # SFT's head: expert and rule
     cfg.policy.update(search_temperature=0.1)  # GRPO samples the questions' searches (SFT and greedy do not)
     cfg.checkpoint.update(every=1, async_save=False)
 
@@ -140,7 +140,7 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
             state = trainer.data.get_state()
             m = trainer.train_step()
             seen.append(state["step"])
-            assert m["tree_inserts"] > 0
+            assert m["tree_inserts"] > 0 and np.isfinite(m["tree_loss"])
         assert seen == [0, 1] and trainer.data.get_state() == {"step": 2}  # one batch of episodes a step
         store = trainer.policy.streams
         held = np.asarray(store.ids) >= 0
