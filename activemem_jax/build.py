@@ -114,8 +114,8 @@ class LossConfig:
     closer: bool = False
     tree_rate: float = 1.0             # GRPO: the tree action head's updates are multiplied by this
                                        # (optim.lr_tree_grpo over GRPO's own rate)
-    rule_share: float = 0.0            # SFT: the threshold rule's weight in the head's target (batches
-                                       # with "tree_target_rule": train.sft_head="mix")
+    rule_share: float = 0.0            # SFT: the threshold rule's weight in the head's target (> 0: the
+                                       # batch carries "tree_target_rule", train.sft_head="mix")
 
 
 def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:

@@ -129,7 +129,7 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
     elif cfg.algo == "sft":  # cross-entropy on expert tokens; tree head imitates the rule
         token_loss = grpo.aggregate(-logp, mask, cfg.agg)
         target_lp = jnp.take_along_axis(tree_lp, batch["tree_target"][:, None], axis=-1)[:, 0]
-        if "tree_target_rule" in batch:  # a soft target: (1 - w) on the acted write, w on the rule's
+        if cfg.rule_share:  # train.sft_head="mix", a soft target: (1 - w) on the acted write, w on the rule's
             rule_lp = jnp.take_along_axis(tree_lp, batch["tree_target_rule"][:, None], axis=-1)[:, 0]
             target_lp = (1.0 - cfg.rule_share) * target_lp + cfg.rule_share * rule_lp
         tree_term = -jnp.sum(target_lp * chooses) / jnp.maximum(jnp.sum(chooses), 1.0)

@@ -204,6 +204,8 @@ def training_rows(cfg, model_cfg, rows: int, length: int, algo: str, with_old: b
     one.update(adv=np.zeros((1,), np.float32), tree_adv=np.zeros((1,), np.float32), row_valid=np.ones((1,), bool))
     if algo == "sft":
         one["tree_target"] = np.zeros((1,), np.int32)
+        if cfg.train.get("sft_head") == "mix":  # the rule's action beside the acted one (rl/update.py)
+            one["tree_target_rule"] = np.zeros((1,), np.int32)
     batch = {k: jax.ShapeDtypeStruct((rows,) + v.shape[1:], v.dtype) for k, v in one.items() if k not in HOST_KEYS}
     if algo == "grpo" and with_old:
         batch["old_logp"] = jax.ShapeDtypeStruct((rows, answer), jnp.float32)
