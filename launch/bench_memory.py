@@ -3,6 +3,7 @@
     python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
     python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
     python -m launch.bench_memory --task dossier --config configs/activemem_dossier_long_cpu.py  # maintenance acts
+    python -m launch.bench_memory --task dossier --runs runs.json  # score runs trained elsewhere (one job each)
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -59,9 +60,14 @@ def main():
                    help="recall: the table below; dossier: the ablation table (activemem_jax/rl/ablation_table.py)")
     p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier the config's (600)")
     p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
-    p.add_argument("--config", default="configs/activemem_dossier_cpu.py",
-                   help="dossier: the base config file (configs/activemem_dossier_long_cpu.py: 12-episode streams, "
-                        "where maintenance acts)")
+    p.add_argument("--config", default="configs/activemem_dossier_mix_cpu.py",
+                   help="dossier: the base config file (the default: the recipe where GRPO beats SFT; "
+                        "configs/activemem_dossier_long_cpu.py: 12-episode streams, where maintenance acts)")
+    p.add_argument("--runs", default=None, metavar="MANIFEST.json",
+                   help="dossier: train nothing; score the checkpoints a JSON manifest names, {variant: [{\"run\": "
+                        "out_dir, \"step\": N, \"seed\": k}, ...]} (one launch.train job per variant and seed, "
+                        "e.g. in parallel on a pod; \"evaluate\": true scores another variant's run with this "
+                        "variant's evaluation switches; \"sft_run\": the run a GRPO run continued, for its curve)")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
     p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
     p.add_argument("--three-seed-variants", default="full,SFT only,w/o tree action head,flat tree",
@@ -157,7 +163,10 @@ def _dossier(args):
         args.eval_streams = quick["eval_streams"] if args.eval_streams == 8 else args.eval_streams
     if args.out == "bench_results/memory.json":
         args.out = "bench_results/memory_table_quick.json" if args.quick else "bench_results/memory_table.json"
-    summary = (ablation_table.run_quick if args.quick else ablation_table.run_table)(args, base)
+    if args.runs:
+        summary = ablation_table.score_runs(ablation_table.read_manifest(args.runs), base, args)
+    else:
+        summary = (ablation_table.run_quick if args.quick else ablation_table.run_table)(args, base)
     print(ablation_table.format_table(summary))
     print(f"total {summary['total_time_s']:.0f} s")
     ablation_table.write(summary, args.out)

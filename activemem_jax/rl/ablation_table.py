@@ -232,27 +232,23 @@ def run_quick(args, base, model=None, engine=None) -> dict:
     and every evaluation ablation (`ablations.evaluation_ablations`) scored on full's final
     checkpoint: those rows are not trained on their own and say so (`evaluated_on`). The
     training-only ablations ("w/o hierarchical advantage") are left out. Same summary as
-    `run_table`. `model` / `engine`: reuse these (default: the config's)."""
+    `run_table` (scored by `score_runs`). `model` / `engine`: reuse these (default: the config's)."""
     import contextlib
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.activemem.ablations import evaluation_ablations
     from activemem_jax.rl.trainer import Trainer
-    from activemem_jax.tasks import recall_codes
 
     t_start = time.perf_counter()
     out = tempfile.mkdtemp(prefix="memory_table_quick_")
     cfg = run_config(base, "full", 0, args, out)
     model = model or build.model(cfg)
-    test = eval_tasks(cfg, args.eval_streams)
     curve_tasks = eval_tasks(cfg, max(1, args.eval_streams // 4), seed=7)
     accuracy = lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"]  # noqa: E731
-    directory, sft_step, last = os.path.join(out, "checkpoints"), cfg.train.sft_steps, cfg.train.steps
+    sft_step, last = cfg.train.sft_steps, cfg.train.steps
     try:
         with contextlib.nullcontext(engine) if engine else build.engine(cfg, model) as engine:
-            untrained = build.policy(cfg, model, engine, seed=0)
-            reference = ev.evaluate_streams(untrained, test, seed=cfg.seed, codes=recall_codes(cfg.data))
             t0 = time.perf_counter()
             trainer = Trainer(cfg, model=model, engine=engine)
             try:
@@ -265,20 +261,121 @@ def run_quick(args, base, model=None, engine=None) -> dict:
             finally:
                 trainer.close()
             train_s = time.perf_counter() - t0
-            scored = score_variants(cfg, directory, ["full", *evaluation_ablations()], model, engine,
-                                    args.eval_streams, step=last)
-            sft = score_variants(cfg, directory, ["full"], model, engine, args.eval_streams, step=sft_step)
+            own = {"run": out, "step": last, "seed": 0, "name": "full seed 0"}
+            manifest = {"full": [own]}
+            if last > sft_step:
+                manifest["SFT only"] = [{**own, "step": sft_step}]
+            manifest.update({name: [{**own, "evaluate": True}] for name in evaluation_ablations()})
+            summary = score_runs(manifest, cfg, args, model=model, engine=engine)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    runs = {"untrained": [_row(reference)],
-            "full": [{**_row(scored["full"]), "seed": 0, "curve": curve + more, "steps": history + steps,
-                      "train_time_s": train_s}]}
-    if last > sft_step:
-        runs["SFT only"] = [{**_row(sft["full"]), "seed": 0, "curve": curve, "steps": history,
-                             "train_time_s": sft_s, "shared_sft": True}]
-    for name in evaluation_ablations():
-        runs[name] = [{**_row(scored[name]), "seed": 0, "evaluated_on": f"full seed 0, step {last}"}]
-    summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args), "quick": True,
+    runs = summary["runs"]
+    runs["full"][0].update(curve=curve + more, steps=history + steps, train_time_s=train_s)
+    if "SFT only" in runs:
+        runs["SFT only"][0].update(curve=curve, steps=history, train_time_s=sft_s, shared_sft=True)
+    summary.update(quick=True, total_time_s=time.perf_counter() - t_start)
+    return summary
+
+
+def read_manifest(path: str) -> dict:
+    """A `score_runs` manifest from a JSON file, checked: {variant: [{"run": out_dir, "step":
+    N, optional "seed", "name", "evaluate", "sft_run"}]}; a clear error for anything else."""
+    from activemem_jax.activemem.ablations import ABLATIONS, evaluation_overrides
+
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--runs {path}: cannot read it as JSON ({e})")
+    if not isinstance(manifest, dict) or not manifest:
+        raise SystemExit(f"--runs {path}: need an object {{variant: [{{\"run\": dir, \"step\": N}}, ...]}}")
+    for variant, entries in manifest.items():
+        if variant not in ABLATIONS:
+            raise SystemExit(f"--runs {path}: unknown variant {variant!r}; choose from {list(ABLATIONS)}")
+        if not isinstance(entries, list) or not entries:
+            raise SystemExit(f"--runs {path}: {variant!r} needs a list of runs")
+        for e in entries:
+            if not isinstance(e, dict) or not isinstance(e.get("run"), str) or not isinstance(e.get("step"), int):
+                raise SystemExit(f"--runs {path}: {variant!r}: each run is {{\"run\": out_dir, \"step\": N}}, "
+                                 f"got {e!r}")
+            if e.get("evaluate"):
+                try:
+                    evaluation_overrides(variant)
+                except ValueError as err:
+                    raise SystemExit(f"--runs {path}: {err}")
+            step_dir = os.path.join(e["run"], "checkpoints", str(e["step"]))
+            if not os.path.isdir(step_dir):
+                raise SystemExit(f"--runs {path}: {variant!r}: no checkpoint {step_dir} (\"run\" is a training "
+                                 "run's out_dir, \"step\" one of its checkpoints)")
+            if e.get("sft_run") and not os.path.isdir(e["sft_run"]):
+                raise SystemExit(f"--runs {path}: {variant!r}: \"sft_run\" {e['sft_run']} is not a directory")
+    return manifest
+
+
+def _history(entry: dict) -> list:
+    """The step lines (STEP_KEYS) of the run an entry names up to its step, after those of
+    the run it continued ("sft_run") before its own first step; [] without metrics.jsonl."""
+    def read(run, upto, before=None):
+        path = os.path.join(run, "metrics.jsonl")
+        if not os.path.isfile(path):
+            return []
+        with open(path) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        return [{k: m.get(k) for k in STEP_KEYS} for m in lines
+                if m.get("step", 0) <= upto and (before is None or m.get("step", 0) < before)]
+
+    own = read(entry["run"], entry["step"])
+    if entry.get("sft_run"):
+        first = own[0]["step"] if own else entry["step"] + 1
+        own = read(entry["sft_run"], entry["step"], before=first) + own
+    return own
+
+
+def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
+    """The table from runs trained elsewhere (one training job per variant and seed, as on a
+    pod): each manifest entry's checkpoint is scored on the same `args.eval_streams`
+    held-out streams of `base` (its --set overrides applied). A trained entry is scored
+    under its variant's config (`apply_ablation`: a flat tree restores and searches as
+    one); an "evaluate" entry is a run of another variant (usually "full") scored with this
+    variant's evaluation switches and marked not trained. Each row carries the run's step
+    lines from its metrics.jsonl (with "sft_run": the SFT run it continued, first) and the
+    training seconds they add up to. Same summary as `run_table`."""
+    import contextlib
+
+    from activemem_jax import build
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.activemem.ablations import apply_ablation
+    from activemem_jax.config_files import apply_overrides
+    from activemem_jax.tasks import recall_codes
+
+    t_start = time.perf_counter()
+    cfg = base.copy_and_resolve_references()
+    apply_overrides(cfg, list(args.set))
+    model = model or build.model(cfg)
+    runs: dict = {}
+    with contextlib.nullcontext(engine) if engine else build.engine(cfg, model) as engine:
+        untrained = build.policy(cfg, model, engine, seed=0)
+        reference = ev.evaluate_streams(untrained, eval_tasks(cfg, args.eval_streams), seed=cfg.seed,
+                                        codes=recall_codes(cfg.data))
+        runs["untrained"] = [_row(reference)]
+        for variant, entries in manifest.items():
+            for i, e in enumerate(entries):
+                directory = os.path.join(e["run"], "checkpoints")
+                name = e.get("name") or f"{os.path.basename(os.path.normpath(e['run']))}"
+                if e.get("evaluate"):
+                    got = score_variants(cfg, directory, [variant], model, engine, args.eval_streams,
+                                         step=e["step"])[variant]
+                else:
+                    got = score_variants(apply_ablation(cfg, variant), directory, ["full"], model, engine,
+                                         args.eval_streams, step=e["step"])["full"]
+                row = {**_row(got), "seed": e.get("seed", i), "run": e["run"], "step": got["step"]}
+                if e.get("evaluate"):
+                    row["evaluated_on"] = f"{name}, step {got['step']}"
+                else:
+                    row["steps"] = _history(e)
+                    row["train_time_s"] = sum(s.get("time_step") or 0.0 for s in row["steps"])
+                runs.setdefault(variant, []).append(row)
+    summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args),
                "total_time_s": time.perf_counter() - t_start}
     summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
                         for v, rs in runs.items()}
@@ -338,8 +435,15 @@ def plot(summary: dict, path: str) -> None:
             if pts:
                 curves.plot([p["step"] for p in pts], [p["accuracy"] for p in pts], alpha=0.7,
                             label=v if i == 0 else None)
+                continue
+            # a run scored from its checkpoint (score_runs): its training reward, 5-step means
+            reward = [(s["step"], s["reward_mean"]) for s in r.get("steps") or [] if s.get("reward_mean") is not None]
+            if len(reward) >= 5:
+                x = [reward[k + 4][0] for k in range(len(reward) - 4)]
+                y = [sum(w for _, w in reward[k:k + 5]) / 5 for k in range(len(reward) - 4)]
+                curves.plot(x, y, linestyle="--", alpha=0.7, label=f"{v} (training reward)" if i == 0 else None)
     curves.set_xlabel("training step")
-    curves.set_ylabel("held-out accuracy (curve streams)")
+    curves.set_ylabel("held-out accuracy (solid) / training reward (dashed)")
     curves.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -353,5 +457,5 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "plot", "run_config", "run_quick", "run_table", "score_variants",
-           "train_with_curve", "write"]
+__all__ = ["eval_tasks", "format_table", "interval", "plot", "read_manifest", "run_config", "run_quick", "run_table",
+           "score_runs", "score_variants", "train_with_curve", "write"]

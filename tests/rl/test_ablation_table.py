@@ -62,3 +62,38 @@ def test_a_variant_takes_the_restored_arrays_it_builds_and_refuses_a_wrong_shape
     assert set(got) == {"head"} and np.array_equal(got["head"]["w"], np.ones((2, 3)))
     with pytest.raises(ValueError, match="'flat tree'.*shape \\(3, 3\\)"):
         ablation_table._take({"head": {"w": np.zeros((3, 3))}}, source, "flat tree")
+
+
+def test_a_runs_manifest_is_checked_and_a_run_reads_the_steps_of_the_run_it_continued(tmp_path):
+    """bench_memory --runs: a manifest naming an unknown variant, a missing checkpoint or a
+    training-only ablation to evaluate stops with the cause named; a GRPO run's step lines
+    follow those of the SFT run it continued, up to the scored step."""
+    import json
+
+    import pytest
+
+    sft, grpo = tmp_path / "sft", tmp_path / "grpo"
+    for run, steps, sign in ((sft, range(1, 5), 1), (grpo, range(3, 7), -1)):  # grpo resumed from step 2
+        (run / "checkpoints" / str(steps[-1])).mkdir(parents=True)
+        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": k, "reward_mean": sign * k / 10,
+                                                               "time_step": 2.0}) + "\n" for k in steps))
+
+    def manifest(body):
+        path = tmp_path / "runs.json"
+        path.write_text(json.dumps(body) if not isinstance(body, str) else body)
+        return str(path)
+
+    good = {"full": [{"run": str(grpo), "step": 6, "sft_run": str(sft)}], "SFT only": [{"run": str(sft), "step": 4}]}
+    assert ablation_table.read_manifest(manifest(good)) == good
+    for body, cause in (("{not json", "cannot read it as JSON"),
+                        ({"fulll": [{"run": str(sft), "step": 4}]}, "unknown variant 'fulll'"),
+                        ({"full": [{"run": str(sft), "step": 3}]}, "no checkpoint .*checkpoints/3"),
+                        ({"full": [{"run": str(sft)}]}, "each run is"),
+                        ({"w/o hierarchical advantage": [{"run": str(sft), "step": 4, "evaluate": True}]},
+                         "changes only training")):
+        with pytest.raises(SystemExit, match=cause):
+            ablation_table.read_manifest(manifest(body))
+    history = ablation_table._history(good["full"][0])
+    assert [s["step"] for s in history] == [1, 2, 3, 4, 5, 6]
+    assert [s["reward_mean"] for s in history] == [0.1, 0.2, -0.3, -0.4, -0.5, -0.6]  # the GRPO run's own from 3
+    assert [s["step"] for s in ablation_table._history({"run": str(grpo), "step": 4})] == [3, 4]
