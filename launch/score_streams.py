@@ -6,7 +6,7 @@ episodes in order from an empty tree (`activemem.evaluate.evaluate_streams`).
 
     python -m launch.score_streams --config configs/activemem_dossier_long_cpu.py \
         [--run runs/activemem_dossier_long_cpu] [--step 600] [--variants "full,w/o merge/delete"] \
-        [--streams 8] [--config.policy.utility_start=zero] [--out scores.json]
+        [--streams 8] [--split train] [--config.policy.utility_start=zero] [--out scores.json]
 
 `--run` is the training run's out_dir (default the config's); `--config.a.b=v` (or `--set
 a.b=v`) changes the config for every variant, as it would for the run. Prints the stream
@@ -38,6 +38,11 @@ def main(argv=None) -> dict:
     p.add_argument("--variants", default="full",
                    help=f"comma-separated: full, {', '.join(evaluation_ablations())}")
     p.add_argument("--streams", type=int, default=8, help="held-out streams (the tables' 8)")
+    p.add_argument("--split", choices=("test", "train"), default="test",
+                   help="test: held-out names (the tables); train: streams of the training names, drawn with "
+                        "--stream-seed (one training never drew), to tell new names from new streams")
+    p.add_argument("--stream-seed", type=int, default=None,
+                   help="the streams' data seed over the config's (default: 1 for test, 98 for train)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", default=None, help="JSON of the rows (default: <run>/scores.json)")
     args = parse_args(p, argv)
@@ -63,7 +68,9 @@ def main(argv=None) -> dict:
 
     model = build.model(cfg)
     with build.engine(cfg, model) as engine:
-        rows = score_variants(cfg, directory, names, model, engine, streams=args.streams, step=args.step)
+        seed = args.stream_seed if args.stream_seed is not None else (1 if args.split == "test" else 98)
+        rows = score_variants(cfg, directory, names, model, engine, streams=args.streams, step=args.step,
+                              split=args.split, seed=seed)
     print(ev.format_stream_table(rows))
     print(ev.format_episode_table(rows))
     out = args.out or os.path.join(run, "scores.json")

@@ -82,25 +82,27 @@ def run_config(base, variant: str, seed: int, args, out_dir: str):
     return cfg
 
 
-def eval_tasks(cfg, streams: int, seed: int = 1):
+def eval_tasks(cfg, streams: int, seed: int = 1, split: str = "test"):
     """`streams` held-out streams of the config's dossier family (its test split, data
-    seed + `seed`), as the task registry builds them."""
+    seed + `seed`), as the task registry builds them. split="train": unseen streams of the
+    training names (with a `seed` training never drew), to tell new names from new streams."""
     from activemem_jax.tasks import build_section
 
     held = cfg.data.copy_and_resolve_references()
-    held.update(split="test", seed=cfg.data.seed + seed)
+    held.update(split=split, seed=cfg.data.seed + seed)
     held.dossier.streams = streams
     return build_section(held, where="data").tasks
 
 
 def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, step=None,
-                   log=print) -> dict:
+                   log=print, split: str = "test", seed: int = 1) -> dict:
     """A training run's checkpoint (`directory`, its newest step or `step`) scored on
     `streams` held-out streams once per variant: "full" (the policy as configured) or an
     evaluation ablation's policy switches (`ablations.evaluation_overrides`). Every variant
     takes the same restored controller, trees and query space (a head the variant does not
     build, such as the latent head under "w/o latent injection", is left out) and replays
-    the same streams (`evaluate_streams`). Returns {name: {"step", **evaluate_streams' row}}."""
+    the same streams (`evaluate_streams`; `split` and `seed` as `eval_tasks`). Returns
+    {name: {"step", **evaluate_streams' row}}."""
     from activemem_jax import build
     from activemem_jax.activemem import PolicyConfig
     from activemem_jax.activemem import evaluate as ev
@@ -108,7 +110,7 @@ def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, 
     from activemem_jax.rl.checkpoints import restore_policy
     from activemem_jax.tasks import recall_codes
 
-    tasks = eval_tasks(cfg, streams)
+    tasks = eval_tasks(cfg, streams, seed=seed, split=split)
     full = build.policy(cfg, model, engine)
     restored = restore_policy(directory, full, step)
     rows = {}

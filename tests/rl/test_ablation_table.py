@@ -97,3 +97,20 @@ def test_a_runs_manifest_is_checked_and_a_run_reads_the_steps_of_the_run_it_cont
     assert [s["step"] for s in history] == [1, 2, 3, 4, 5, 6]
     assert [s["reward_mean"] for s in history] == [0.1, 0.2, -0.3, -0.4, -0.5, -0.6]  # the GRPO run's own from 3
     assert [s["step"] for s in ablation_table._history({"run": str(grpo), "step": 4})] == [3, 4]
+
+
+def test_streams_of_the_training_names_are_drawn_apart_from_the_held_out_ones():
+    """score_streams --split train: unseen streams whose entities come from the training
+    names only; the default (held-out) streams use the test names only."""
+    from activemem_jax.envs.recall import name_pool
+    from configs import activemem_dossier_mix_cpu
+
+    cfg = activemem_dossier_mix_cpu.get_config()
+
+    def names(tasks):
+        return {turn["name"] for task in tasks for turn in task["turns"] if turn.get("name")}
+
+    train, test = (names(ablation_table.eval_tasks(cfg, 2, seed=98, split=split)) for split in ("train", "test"))
+    assert train and train <= set(name_pool("train")) and not train & set(name_pool("test"))
+    assert test and test <= set(name_pool("test"))
+    assert names(ablation_table.eval_tasks(cfg, 2, seed=98, split="train")) == train  # deterministic
