@@ -60,7 +60,7 @@ TEMPLATES = {"fact": FACT, "correction": CORRECTION, "reminder": REMINDER, "deco
 WRITES = {"fact": "insert", "correction": "update", "reminder": "update", "decoy": "none", "question": "none"}
 
 DEFAULTS = dict(streams=16, episodes=4, entities=2, attributes=2, corrections=1, reminders=1, decoys=2,
-                questions=4, horizon=2, carry=0.5, memory_sizes=(4, 8))
+                questions=4, horizon=2, carry=0.5, memory_sizes=(4, 8), name_syllables=2)
 
 
 def _need(ok: bool, message: str) -> None:
@@ -99,6 +99,8 @@ def check_sizes(sizes: dict, codes: Sequence[str] = CODES, pool: int = 0) -> dic
     _need(all(first_word(c) == c for c in codes),
           f"data.codes={list(codes)}: codes must be lowercase words (answers are scored by their first word)")
     _need(all(k >= 1 for k in s["memory_sizes"]), f"{f}memory_sizes={list(s['memory_sizes'])}: each >= 1")
+    _need(s["name_syllables"] in (2, 3),
+          f"{f}name_syllables={s['name_syllables']}: 2 (190 names a split) or 3 (3,420 names a split)")
     if pool:
         need = s["episodes"] * s["entities"]
         _need(need <= pool, f"{f}episodes x entities = {need} names per stream; the split has {pool}")
@@ -132,7 +134,7 @@ def make_dossier_tasks(split: str, seed: int = 0, codes: Sequence[str] = CODES, 
     in order (task["stream"], task["episode"])."""
     if split not in SPLITS:
         raise ValueError(f"dossier split={split!r}: use one of {SPLITS}")
-    pool = name_pool(split)
+    pool = name_pool(split, check_sizes(sizes, codes)["name_syllables"])
     s = check_sizes(sizes, codes, len(pool))
     codes = tuple(codes)
     rng = np.random.default_rng([seed, SPLITS.index(split), 7])
@@ -268,8 +270,10 @@ class DossierEnv:
     """Episodes of dossier streams, in lockstep (the trainer's and the evaluation's
     interface: reset / step / expert / abort / sample_observations)."""
 
-    def __init__(self, split: str = "train", codes: Sequence[str] = CODES, max_turns=None, calibration: int = 32):
+    def __init__(self, split: str = "train", codes: Sequence[str] = CODES, max_turns=None, calibration: int = 32,
+                 name_syllables: int = 2):
         self.split, self.codes, self.max_turns, self.calibration = split, tuple(codes), max_turns, calibration
+        self.name_syllables = name_syllables  # the calibration's names come from the tasks' pool
         self.tasks: list = []
 
     @property
@@ -359,7 +363,7 @@ class DossierEnv:
         """Observations of every kind from this split (a fixed seed): the query space's
         first calibration."""
         tasks = make_dossier_tasks(self.split, seed=12345, codes=self.codes, streams=max(1, self.calibration // 8),
-                                   episodes=1)
+                                   episodes=1, name_syllables=self.name_syllables)
         return [t["text"] for task in tasks for t in task["turns"]]
 
 

@@ -43,11 +43,12 @@ FACT = "The code for {name} is {code}."
 QUESTION = "What is the code for {name}? Answer with one word."
 
 
-def name_pool(split: str) -> list[str]:
-    """The split's names: two-syllable names, shuffled once (seed 0) and halved."""
+def name_pool(split: str, syllables: int = 2) -> list[str]:
+    """The split's names: names of `syllables` distinct syllables (2: 190 a split, 3: 3,420),
+    shuffled once (seed 0) and halved."""
     if split not in SPLITS:
         raise ValueError(f"recall split={split!r}: use one of {SPLITS}")
-    names = sorted({(a + b).capitalize() for a, b in itertools.permutations(_SYLLABLES, 2)})
+    names = sorted({"".join(p).capitalize() for p in itertools.permutations(_SYLLABLES, syllables)})
     order = np.random.default_rng(0).permutation(len(names))
     half = len(names) // 2
     picked = order[:half] if split == "train" else order[half:]

@@ -37,4 +37,5 @@ def dossier(d, model=None) -> TaskSet:
                          f"questions); data.max_turns is {d.max_turns}: raise it or shrink data.dossier")
     codes = recall_codes(d)
     tasks = make_dossier_tasks(d.split, seed=d.seed, codes=codes, **sizes)
-    return TaskSet(tasks, lambda: DossierEnv(d.split, codes=codes, max_turns=d.max_turns))
+    return TaskSet(tasks, lambda: DossierEnv(d.split, codes=codes, max_turns=d.max_turns,
+                                             name_syllables=sizes.get("name_syllables", 2)))

@@ -58,6 +58,11 @@ def test_streams_are_deterministic_disjoint_and_consistent():
     assert train_names <= set(name_pool("train"))
     assert not train_names & {t["name"] for task in test for t in task["turns"]}
     assert len(a) == 18 and len(a[0]["turns"]) == turns_per_episode({"episodes": 3})
+    # the larger pool (3-syllable names, 3,420 a split): names from its own training half only
+    big = make_dossier_tasks("train", seed=3, streams=6, episodes=3, name_syllables=3)
+    big_names = {t["name"] for task in big for t in task["turns"]}
+    assert big_names <= set(name_pool("train", 3)) and not big_names & set(name_pool("test", 3))
+    assert not big_names & set(name_pool("train")) and len(name_pool("train", 3)) == 3420
     for stream in range(6):
         value, born = {}, {}
         for task in [t for t in a if t["stream"] == stream]:
@@ -111,6 +116,7 @@ def test_the_env_scores_questions_only_and_reports_each_kind():
     ({"attributes": 5}, "data.dossier.attributes"),
     ({"questions": 99}, "data.dossier.questions"),
     ({"distractors": 2}, "unknown field"),
+    ({"name_syllables": 4}, "data.dossier.name_syllables"),
 ])
 def test_sizes_that_cannot_be_satisfied_name_the_field(sizes, field):
     with pytest.raises(ValueError, match=field):
