@@ -38,8 +38,9 @@ with perfect retrieval), `no_corrections` (keeps the first value of each attribu
 the episode can reach), `memory_k` (a perfect memory holding only the k most recently
 written attributes, for each k in `memory_sizes`) and the ceiling 1.0.
 
-Names come from `envs.recall.name_pool` (disjoint train and test halves). Everything is a
-pure function of (split, seed and the sizes).
+Names come from `envs.recall.name_pool` (disjoint train and test halves; `name_syllables`
+2: 190 names a split, 3: 3,420). Everything is a pure function of (split, seed and the
+sizes).
 """
 
 from __future__ import annotations
