@@ -425,27 +425,35 @@ def plot(summary: dict, path: str) -> None:
     means = [summary["table"][v]["mean"] for v in names]
     errs = [0.0 if math.isnan(summary["table"][v]["ci95"]) else summary["table"][v]["ci95"] for v in names]
     bars.bar(range(len(names)), means, yerr=errs, capsize=4)
-    for rule, style in (("episode_only", ":"), ("store_all", "--"), ("best_constant", "-.")):
-        if rule in summary["baselines"]:
-            bars.axhline(summary["baselines"][rule], linestyle=style, color="gray", label=rule)
+    rules = {k: v for k, v in summary["baselines"].items() if isinstance(v, float) and k != "ceiling"}
+    strongest = max(rules, key=rules.get) if rules else None
+    lines = [(strongest, "-", f"{strongest} (strongest rule)")] if strongest else []
+    lines += [(k, style, k) for k, style in (("episode_only", ":"), ("store_all", "--"), ("best_constant", "-."))
+              if k in rules and k != strongest]
+    for rule, style, label in lines:
+        bars.axhline(rules[rule], linestyle=style, color="gray", label=label)
     bars.set_xticks(range(len(names)), names, rotation=35, ha="right")
     bars.set_ylabel("held-out accuracy (mean, 95% interval)")
     bars.legend(fontsize=8)
-    for v, rs in summary["runs"].items():
+    for n, (v, rs) in enumerate(summary["runs"].items()):
+        color = f"C{n % 10}"  # one colour per variant, its seeds alike
         for i, r in enumerate(rs):
             pts = r.get("curve") or []
             if pts:
-                curves.plot([p["step"] for p in pts], [p["accuracy"] for p in pts], alpha=0.7,
+                curves.plot([p["step"] for p in pts], [p["accuracy"] for p in pts], alpha=0.7, color=color,
                             label=v if i == 0 else None)
                 continue
-            # a run scored from its checkpoint (score_runs): its training reward, 5-step means
-            reward = [(s["step"], s["reward_mean"]) for s in r.get("steps") or [] if s.get("reward_mean") is not None]
+            # a run scored from its checkpoint (score_runs): its GRPO reward, 5-step means (SFT's
+            # reward is the expert's answers', 1 by construction)
+            reward = [(s["step"], s["reward_mean"]) for s in r.get("steps") or []
+                      if s.get("algo") == "grpo" and s.get("reward_mean") is not None]
             if len(reward) >= 5:
                 x = [reward[k + 4][0] for k in range(len(reward) - 4)]
                 y = [sum(w for _, w in reward[k:k + 5]) / 5 for k in range(len(reward) - 4)]
-                curves.plot(x, y, linestyle="--", alpha=0.7, label=f"{v} (training reward)" if i == 0 else None)
+                curves.plot(x, y, linestyle="--", alpha=0.7, color=color,
+                            label=f"{v} (GRPO reward)" if i == 0 else None)
     curves.set_xlabel("training step")
-    curves.set_ylabel("held-out accuracy (solid) / training reward (dashed)")
+    curves.set_ylabel("held-out accuracy / GRPO reward (dashed)")
     curves.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
