@@ -114,3 +114,22 @@ def test_streams_of_the_training_names_are_drawn_apart_from_the_held_out_ones():
     assert train and train <= set(name_pool("train")) and not train & set(name_pool("test"))
     assert test and test <= set(name_pool("test"))
     assert names(ablation_table.eval_tasks(cfg, 2, seed=98, split="train")) == train  # deterministic
+
+
+def test_the_table_writes_json_and_a_figure_for_trained_and_scored_runs(tmp_path):
+    """write(): the summary as JSON beside a PNG, for rows with a held-out curve (trained in
+    the bench) and rows with only their step lines (scored from checkpoints by --runs)."""
+    import json
+
+    steps = [{"step": k, "algo": "sft" if k <= 3 else "grpo", "reward_mean": 1.0 if k <= 3 else k / 10}
+             for k in range(1, 10)]
+    rows = {"full": [{"accuracy": 0.6, "steps": steps}, {"accuracy": 0.7, "steps": steps}],
+            "SFT only": [{"accuracy": 0.4, "curve": [{"step": 2, "accuracy": 0.3}, {"step": 3, "accuracy": 0.4}]}]}
+    summary = {"runs": rows, "baselines": {"store_all": 0.375, "memory_8": 0.966, "ceiling": 1.0, "best": "red"}}
+    summary["table"] = {v: dict(zip(("mean", "ci95"), ablation_table.interval([r["accuracy"] for r in rs])),
+                                seeds=len(rs)) for v, rs in rows.items()}
+    out = tmp_path / "t" / "memory_table.json"
+    ablation_table.write(summary, str(out))
+    assert json.loads(out.read_text())["table"]["full"]["seeds"] == 2
+    png = (tmp_path / "t" / "memory_table.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
