@@ -405,7 +405,8 @@ def format_table(summary: dict) -> str:
         ci = "-" if math.isnan(t["ci95"]) else f"+/- {t['ci95']:.3f}"
         pruned = sum(r.get("pruned", 0) for r in rs) / len(rs)
         merged = sum(r.get("merged", 0) for r in rs) / len(rs)
-        name = f"{v} (on {rs[0]['evaluated_on']}, not trained)" if rs[0].get("evaluated_on") else v
+        more = f" and {len(rs) - 1} more" if len(rs) > 1 else ""  # an evaluation ablation on several runs
+        name = f"{v} (on {rs[0]['evaluated_on']}{more}, not trained)" if rs[0].get("evaluated_on") else v
         lines.append(f"| {name} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
                      f"{mix(rs, 'decoy')} | {mix(rs, 'correction')} |")
     b = summary["baselines"]
