@@ -68,9 +68,8 @@ def main(argv=None) -> dict:
 
     model = build.model(cfg)
     with build.engine(cfg, model) as engine:
-        seed = args.stream_seed if args.stream_seed is not None else (1 if args.split == "test" else 98)
         rows = score_variants(cfg, directory, names, model, engine, streams=args.streams, step=args.step,
-                              split=args.split, seed=seed)
+                              split=args.split, seed=args.stream_seed)
     print(ev.format_stream_table(rows))
     print(ev.format_episode_table(rows))
     out = args.out or os.path.join(run, "scores.json")

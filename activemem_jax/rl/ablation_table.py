@@ -82,12 +82,15 @@ def run_config(base, variant: str, seed: int, args, out_dir: str):
     return cfg
 
 
-def eval_tasks(cfg, streams: int, seed: int = 1, split: str = "test"):
+def eval_tasks(cfg, streams: int, seed=None, split: str = "test"):
     """`streams` held-out streams of the config's dossier family (its test split, data
-    seed + `seed`), as the task registry builds them. split="train": unseen streams of the
-    training names (with a `seed` training never drew), to tell new names from new streams."""
+    seed + `seed`, default 1), as the task registry builds them. split="train": unseen
+    streams of the training names (default data seed + 98, which no training run draws),
+    to tell new names from new streams."""
     from activemem_jax.tasks import build_section
 
+    if seed is None:
+        seed = 1 if split == "test" else 98
     held = cfg.data.copy_and_resolve_references()
     held.update(split=split, seed=cfg.data.seed + seed)
     held.dossier.streams = streams
@@ -95,7 +98,7 @@ def eval_tasks(cfg, streams: int, seed: int = 1, split: str = "test"):
 
 
 def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, step=None,
-                   log=print, split: str = "test", seed: int = 1) -> dict:
+                   log=print, split: str = "test", seed=None) -> dict:
     """A training run's checkpoint (`directory`, its newest step or `step`) scored on
     `streams` held-out streams once per variant: "full" (the policy as configured) or an
     evaluation ablation's policy switches (`ablations.evaluation_overrides`). Every variant
@@ -360,14 +363,22 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
         reference = ev.evaluate_streams(untrained, eval_tasks(cfg, args.eval_streams), seed=cfg.seed,
                                         codes=recall_codes(cfg.data))
         runs["untrained"] = [_row(reference)]
+        # the evaluation ablations asked of one checkpoint: one restore, every variant on it
+        asked: dict = {}
+        for variant, entries in manifest.items():
+            for e in entries:
+                if e.get("evaluate"):
+                    asked.setdefault((e["run"], e["step"]), []).append(variant)
+        evaluated = {(run, step): score_variants(cfg, os.path.join(run, "checkpoints"), names, model, engine,
+                                                 args.eval_streams, step=step)
+                     for (run, step), names in asked.items()}
         for variant, entries in manifest.items():
             for i, e in enumerate(entries):
-                directory = os.path.join(e["run"], "checkpoints")
-                name = e.get("name") or f"{os.path.basename(os.path.normpath(e['run']))}"
+                name = e.get("name") or os.path.basename(os.path.normpath(e["run"]))
                 if e.get("evaluate"):
-                    got = score_variants(cfg, directory, [variant], model, engine, args.eval_streams,
-                                         step=e["step"])[variant]
+                    got = evaluated[(e["run"], e["step"])][variant]
                 else:
+                    directory = os.path.join(e["run"], "checkpoints")
                     got = score_variants(apply_ablation(cfg, variant), directory, ["full"], model, engine,
                                          args.eval_streams, step=e["step"])["full"]
                 row = {**_row(got), "seed": e.get("seed", i), "run": e["run"], "step": got["step"]}
