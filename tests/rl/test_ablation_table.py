@@ -43,6 +43,10 @@ def test_quick_trains_full_once_and_scores_the_evaluation_ablations_on_its_check
     assert set(runs) == {"untrained", "full", "SFT only", *evaluation_ablations()}
     assert [s["algo"] for s in runs["full"][0]["steps"]] == ["sft", "sft", "grpo"]
     assert len(runs["SFT only"][0]["steps"]) == 2 and "evaluated_on" not in runs["full"][0]
+    # the curve is scored on the rows' streams: its points at the SFT and last steps are those rows
+    curve = {c["step"]: (c["accuracy"], c["inserts"], c["updates"]) for c in runs["full"][0]["curve"]}
+    for step, name in ((2, "SFT only"), (3, "full")):
+        assert curve[step] == tuple(runs[name][0][k] for k in ("accuracy", "inserts", "updates")), name
     for name in evaluation_ablations():
         assert runs[name][0]["evaluated_on"] == "full seed 0, step 3", name
     assert runs["full"][0]["pruned"] > 0 and runs["w/o merge/delete"][0]["pruned"] == 0
