@@ -116,6 +116,8 @@ class LossConfig:
                                        # (optim.lr_tree_grpo over GRPO's own rate)
     rule_share: float = 0.0            # SFT: the threshold rule's weight in the head's target (> 0: the
                                        # batch carries "tree_target_rule", train.sft_head="mix")
+    tree_kl: float = 0.0               # GRPO: weight of KL(tree head || reference head) (batches with
+                                       # "ref_tree_lp", train.tree_kl)
 
 
 def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
@@ -131,7 +133,8 @@ def loss_config(cfg, algo: Optional[str] = None) -> LossConfig:
                       search_temperature=float(p.get("search_temperature", 0.0)),
                       tau_stop=float(p.get("tau_stop", 0.6)), closer=p.get("descend", "threshold") == "closer",
                       tree_rate=tree_head_rate(cfg.optim),
-                      rule_share=float(t.get("sft_rule_share", 0.5)) if t.get("sft_head") == "mix" else 0.0)
+                      rule_share=float(t.get("sft_rule_share", 0.5)) if t.get("sft_head") == "mix" else 0.0,
+                      tree_kl=float(t.get("tree_kl", 0.0)))
 
 
 def tree_head_rate(optim) -> float:

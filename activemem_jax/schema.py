@@ -179,6 +179,8 @@ class Train:
     clip_eps_high: float = 0.0    # 0: symmetric clipping
     agg: str = "token-mean"       # token-mean | seq-mean-token-mean | seq-mean-token-sum-norm
     beta: float = 0.0             # k3 KL to the reference (frozen LLM + initial controller)
+    tree_kl: float = 0.0          # GRPO: KL(tree head || the head GRPO started from, the SFT warm start's
+                                  # end) on the steps where it chose, added to the tree term times this
     tree_coef: float = 1.0
     lambda_h: float = 0.5         # the hierarchical advantage's node term (0: the plain group advantage)
     credit: str = "episode"       # GRPO: a scored turn's tokens (and sampled search) take the episode's
@@ -209,7 +211,7 @@ class Train:
         _need(self.algo != "grpo" or self.group_size >= 2,
               f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group)")
         for name in ("key_coef", "key_tau", "search_coef", "clip_eps", "clip_eps_high", "beta", "tree_coef",
-                     "lambda_h"):
+                     "lambda_h", "tree_kl"):
             _need(getattr(self, name) >= 0, f"train.{name}={getattr(self, name)}: need >= 0")
 
 

@@ -198,5 +198,18 @@ def tree_loss(tree_logp, advantages, mask):
     return -jnp.sum(tree_logp * advantages * m) / jnp.maximum(jnp.sum(m), 1.0)
 
 
+def tree_kl(tree_lp, ref_lp, mask):
+    """KL(pi_tree || pi_ref) summed exactly over the actions (tree_lp, ref_lp [S, A] log-probs;
+    an action masked out, of zero probability under either, adds nothing), averaged over the steps where
+    the head chose (mask [S]): what keeps GRPO's head near the head it started from."""
+    chex.assert_rank([tree_lp, ref_lp, mask], [2, 2, 1], custom_message="tree_kl: tree_lp, ref_lp [S, A], mask [S]")
+    chex.assert_equal_shape([tree_lp, ref_lp], custom_message="tree_kl: tree_lp and ref_lp")
+    p = jnp.exp(tree_lp)
+    live = (p > 0) & (jnp.exp(ref_lp) > 0)
+    per_step = jnp.sum(jnp.where(live, p * (tree_lp - ref_lp), 0.0), axis=-1)
+    m = mask.astype(jnp.float32)
+    return jnp.sum(per_step * m) / jnp.maximum(jnp.sum(m), 1.0)
+
+
 __all__ = ["AGGREGATIONS", "aggregate", "group_advantages", "hierarchical_advantages", "policy_loss",
-           "to_go_advantages", "tree_loss", "turn_advantages"]
+           "to_go_advantages", "tree_kl", "tree_loss", "turn_advantages"]

@@ -26,6 +26,7 @@ import time
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from activemem_jax import build, schema
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 # metrics a tree-only update (unscored rows, no backbone pass) reports meaningfully
-TREE_METRICS = ("tree_loss", "tree_acc", "grad_norm", "skipped", "grad_shared", "grad_tree", "grad_insert",
+TREE_METRICS = ("tree_loss", "tree_acc", "tree_kl", "grad_norm", "skipped", "grad_shared", "grad_tree", "grad_insert",
                 "grad_gate", "grad_update", "key_loss", "key_acc", "grad_key", "search_loss", "search_logp")
 
 
@@ -86,6 +87,7 @@ class Trainer:
             lora = init_lora(model.state, cfg.lora.rank, tuple(cfg.lora.targets), jax.random.PRNGKey(cfg.seed))
         self.params = self.hosts.replicate({"controller": self.policy.params, "lora": lora})
         self.ref_params = self.hosts.replicate(self.params)  # phi_0 (and zero LoRA): the reference
+        self.tree_ref = None  # train.tree_kl: the params GRPO started from (`_tree_reference`)
         o = cfg.optim
         self.optimizer = optimizer_from(cfg)
         self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
@@ -156,6 +158,22 @@ class Trainer:
         self.step = int(out["meta"]["step"])
         self.data.set_state(from_jsonable(out["meta"]["data"]))
         log.info("resumed from %s at step %d", self.ckpt.directory, self.step)
+
+    def _tree_reference(self):
+        """train.tree_kl's reference: the params at the first GRPO step (the SFT warm
+        start's end), kept from that step on; a run resumed past it reads them from the
+        checkpoint of step train.sft_steps, and says so if that checkpoint is gone."""
+        if self.tree_ref is None:
+            if self.step == self.sft_steps:
+                self.tree_ref = jax.tree.map(jnp.copy, self.params)  # the update donates self.params
+            elif self.sft_steps in self.ckpt.steps():
+                self.tree_ref = self.hosts.replicate(self.ckpt.restore(self.params, step=self.sft_steps)["params"])
+            else:
+                raise ValueError(f"train.tree_kl={self.run.train.tree_kl}: resuming at step {self.step} needs the "
+                                 f"head GRPO started from, the checkpoint of step train.sft_steps="
+                                 f"{self.sft_steps}, and {self.ckpt.directory} holds {self.ckpt.steps()}: "
+                                 "restore that checkpoint there, or set train.tree_kl=0")
+        return self.tree_ref
 
     # ------------------------------------------------------------------ one step
     def _rows(self, result, adv_rows, tree_adv_rows, extra=None) -> dict:
@@ -314,6 +332,10 @@ class Trainer:
         chunks = self._chunks(batch)
         if algo == "sft" and self.loss_cfg.key_coef:  # the key loss sees every observation of the step
             chunks[0][0].update(self._key_rows(result))
+        if algo == "grpo" and t.tree_kl:  # the tree head's log-probs under the head GRPO started from
+            reference = self._tree_reference()
+            for c, _ in chunks:
+                c["ref_tree_lp"] = self.update.tree_logprobs(reference, c)
         if algo == "grpo":  # old policy (this params) and reference (phi_0) log-probs per chunk
             token_chunks = sum(not tree_only for _, tree_only in chunks)
             # one update per token chunk: the loss detaches the current log-probs (no pass);

@@ -44,12 +44,18 @@ def _forward(model_gd, ctrl_gd, params, backbone_state, batch, cfg: LossConfig, 
         out = (zeros, zeros) if entropy else zeros
     else:
         out = policy_logprobs(model, ctrl, batch, cfg.chunk, with_entropy=entropy, split=split)
+    tree_lp = _tree_log_probs(ctrl, batch, cfg)
+    chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
+    return out, chosen, tree_lp
+
+
+def _tree_log_probs(ctrl, batch, cfg: LossConfig):
+    """log pi_tree [R, 3] over the allowed actions (batch["p_bar"] recomputed), at GRPO's
+    sampling temperature."""
     logits = ctrl.tree(ctrl.shared(batch["h"], batch["p_bar"]))
     if cfg.algo == "grpo" and cfg.tree_temperature != 1.0:
         logits = logits / cfg.tree_temperature
-    tree_lp = masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
-    chosen = jnp.take_along_axis(tree_lp, batch["tree_action"][:, None], axis=-1)[:, 0]
-    return out, chosen, tree_lp
+    return masked_log_probs(logits, batch["tree_mask"] | (jnp.arange(3) == 0))
 
 
 def key_loss(controller, q, ids, tau: float = 0.1):
@@ -125,6 +131,10 @@ def loss_fn(params, backbone_state, batch, model_gd, ctrl_gd, cfg: LossConfig, w
         token_loss, pm = grpo.policy_loss(logp, old, batch["adv"], mask, cfg.clip_eps,
                                           cfg.clip_eps_high, cfg.agg, batch.get("ref_logp"), cfg.beta)
         tree_term = grpo.tree_loss(tree_logp, batch["tree_adv"], chooses)
+        if cfg.tree_kl and "ref_tree_lp" in batch:  # train.tree_kl: stay near the head GRPO started from
+            kl = grpo.tree_kl(tree_lp, batch["ref_tree_lp"], chooses)
+            tree_term = tree_term + cfg.tree_kl * kl
+            metrics["tree_kl"] = kl
         metrics.update(pm)
     elif cfg.algo == "sft":  # cross-entropy on expert tokens; tree head imitates the rule
         token_loss = grpo.aggregate(-logp, mask, cfg.agg)
@@ -203,6 +213,7 @@ class TrainStep:
         self.update_scale = float(update_scale)
         self._step = jax.jit(self._fn, donate_argnums=(0, 1), static_argnames=("split",))
         self._logp = jax.jit(self._logp_fn, static_argnames=("split",))
+        self._tree_lp = jax.jit(self._tree_lp_fn)
 
     def _grads(self, params, backbone_state, batch, split=None):
         """(loss, metrics, grads) of the mini-batch; with micro_batch_rows, a `lax.scan`
@@ -236,7 +247,7 @@ class TrainStep:
                  search / jnp.maximum(total_search, 1.0))
             (loss, metrics), g = grad_fn(params, backbone_state, mb, self.model_gd, self.ctrl_gd, self.cfg, w,
                                          split)
-            share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "search_loss": w[2],
+            share = {"token_loss": w[0], "tree_loss": w[1], "tree_acc": w[1], "tree_kl": w[1], "search_loss": w[2],
                      "search_logp": w[2], "loss": None}
             metrics = {k: v * (share.get(k) if share.get(k) is not None else w[0]) for k, v in metrics.items()
                        if k != "loss"}
@@ -277,6 +288,17 @@ class TrainStep:
         logp, _, _ = _forward(self.model_gd, self.ctrl_gd, params, backbone_state, batch, self.cfg,
                               entropy=False, split=split)
         return logp
+
+    def _tree_lp_fn(self, params, batch):
+        ctrl = nnx.merge(self.ctrl_gd, params["controller"])
+        batch = {**batch, "p_bar": recompute_p_bar(ctrl, batch, self.cfg.path_pool)}
+        return _tree_log_probs(ctrl, batch, self.cfg)
+
+    def tree_logprobs(self, params, batch):
+        """The tree head's log-probs [R, 3] under `params` (the reference of train.tree_kl),
+        no gradient and no backbone pass."""
+        batch = {k: v for k, v in batch.items() if k != "split"}
+        return self._tree_lp(params, batch)
 
     def logprobs(self, params, backbone_state, batch):
         """Token log-probs [R, T] under `params` (old policy / reference), no gradient."""

@@ -179,3 +179,18 @@ def test_wrong_shapes_fail_at_the_loss_with_the_shapes_named():
         grpo.hierarchical_advantages(np.zeros(4, np.float32), 2, np.zeros(3, np.int32), np.zeros(3, np.int32), 8)
     with pytest.raises(ValueError, match="5 rewards do not split into groups of 2"):
         grpo.group_advantages(np.zeros(5, np.float32), 2)
+
+
+def test_tree_kl_by_hand():
+    """KL(pi || ref) summed over the actions, masked actions (log-prob -1e30) adding nothing,
+    averaged over the steps where the head chose."""
+    lp = np.log(np.array([[0.5, 0.5, 1e-45], [0.2, 0.3, 0.5], [0.9, 0.05, 0.05]], np.float32))
+    lp[0, 2] = -1e30  # masked out
+    ref = np.log(np.array([[0.25, 0.75, 1.0], [0.2, 0.3, 0.5], [1 / 3, 1 / 3, 1 / 3]], np.float32))
+    ref[0, 2] = -1e30
+    mask = np.array([1, 1, 0], np.float32)
+    first = 0.5 * np.log(0.5 / 0.25) + 0.5 * np.log(0.5 / 0.75)
+    np.testing.assert_allclose(float(grpo.tree_kl(lp, ref, mask)), (first + 0.0) / 2, rtol=1e-5)
+    third = 0.9 * np.log(0.9 * 3) + 2 * 0.05 * np.log(0.05 * 3)
+    np.testing.assert_allclose(float(grpo.tree_kl(lp, ref, np.array([0, 0, 1]))), third, rtol=1e-5)
+    assert float(grpo.tree_kl(lp, lp, np.ones(3))) == 0.0

@@ -178,3 +178,64 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     assert full["step"] == kept["step"] == 3 and len(full["per_episode"]) == len(kept["per_episode"]) == 3
     assert full["pruned"] > 0 and kept["pruned"] == kept["merged"] == 0
     assert full["per_episode"][-1]["nodes"] < kept["per_episode"][-1]["nodes"]
+
+
+def test_the_tree_kl_holds_grpo_near_the_head_it_started_from(tmp_path, tiny_model, tiny_engine):
+    """train.tree_kl: the reference is the head at the first GRPO step (KL 0 there), kept
+    while the params move; the same GRPO step from the same checkpoint moves the head
+    towards a reference that prefers noop; a run resumed past the SFT steps reads the
+    reference from the checkpoint of train.sft_steps, and stops with the field named when
+    that checkpoint is gone."""
+    import shutil
+
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.log.tensorboard = False
+    cfg.policy.update(hidden=32, tree_temperature=1.0)
+    cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.train.update(steps=4, sft_steps=1, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=(),
+                     sft_head="mix", tree_kl=1.0)
+    cfg.checkpoint.update(every=1, async_save=False, keep=10)
+    head = lambda params, part="kernel": np.asarray(params["controller"]["tree"][part][...])  # noqa: E731
+
+    def third_step(prefer_noop: bool):  # step 3 from step 2's checkpoint: the noop-minus-insert bias after it
+        cfg.checkpoint.step = 2
+        trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+        try:
+            assert trainer.step == 2 and trainer.tree_ref is None
+            ref = trainer._tree_reference()  # read from the checkpoint of step 1
+            np.testing.assert_array_equal(head(ref), sft_end)
+            if prefer_noop:
+                ref["controller"]["tree"]["bias"][...] = head(ref, "bias") + np.array([3.0, -3.0, 0.0], np.float32)
+            m = trainer.train_step()
+            bias = head(trainer.params, "bias")
+            return m, bias[0] - bias[1]
+        finally:
+            trainer.close()
+
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        assert trainer.train_step()["algo"] == "sft"
+        trainer.save()
+        sft_end = head(trainer.params)
+        m = trainer.train_step()
+        assert m["algo"] == "grpo" and abs(m["tree_kl"]) < 1e-6  # the head is its own reference
+        np.testing.assert_array_equal(head(trainer.tree_ref), sft_end)
+        assert not np.array_equal(head(trainer.params), sft_end)  # the params moved, the reference did not
+        trainer.save()
+    finally:
+        trainer.close()
+    m_own, own = third_step(False)
+    m_noop, noop = third_step(True)
+    assert m_noop["tree_kl"] > 0.1 > m_own["tree_kl"] and noop > own
+    shutil.rmtree(tmp_path / "checkpoints" / "1")
+    cfg.checkpoint.step = 2
+    resumed = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        with pytest.raises(ValueError, match=r"train.tree_kl=1.0: resuming at step 2 .* train.sft_steps=1"):
+            resumed.train_step()
+    finally:
+        resumed.close()
