@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 SHOWN = ("reward_mean", "em", "loss", "kl", "clip_frac", "entropy", "grad_norm", "tree_path_share", "tree_path_len",
          "tree_inserts", "tree_updates", "tree_pruned", "tree_merged", "tree_size", "tree_depth", "grad_shared",
          "grad_latent", "grad_tree", "grad_insert", "grad_gate", "grad_update", "grad_key", "key_loss", "search_loss",
-         "search_logp", "adv_node", "adv_turn", "adv_write", "time_rollout", "time_reference", "time_update",
+         "search_logp", "adv_node", "adv_turn", "adv_write", "tree_kl", "time_rollout", "time_reference", "time_update",
          "time_step")
 
 
