@@ -116,7 +116,7 @@ def main():
             try:
                 curve, history = train_with_curve(
                     trainer, cfg.train.steps, args.curve_every, name,
-                    lambda policy: ev.evaluate_recall(policy, curve_tasks, seed=1)["accuracy"], keys=STEP_KEYS)
+                    lambda policy: ev.evaluate_recall(policy, curve_tasks, seed=1), keys=STEP_KEYS)
                 rows[name] = ev.evaluate_recall(trainer.policy, test)
             finally:
                 trainer.close()

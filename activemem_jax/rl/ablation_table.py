@@ -47,20 +47,20 @@ def interval(values) -> tuple[float, float]:
     return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
 
 
-def train_with_curve(trainer, steps: int, every: int, label: str, accuracy,
+def train_with_curve(trainer, steps: int, every: int, label: str, evaluate,
                      keys=STEP_KEYS) -> tuple[list, list]:
     """Train to `steps`, recording each step's `keys` and, every `every` steps and at
-    the end, `accuracy(policy)` (a held-out learning curve: a number, or an evaluation row
-    whose accuracy, inserts and updates the point keeps). Returns (curve, history)."""
+    the end, the accuracy, inserts and updates of `evaluate(policy)` (an evaluation row:
+    a held-out learning curve). Returns (curve, history)."""
     curve, history = [], []
     while trainer.step < steps:
         m = trainer.train_step()
         history.append({k: m.get(k) for k in keys})
         if trainer.step % every == 0 or trainer.step == steps:
-            row = accuracy(trainer.policy)
-            writes = {k: row.get(k, 0) for k in ("inserts", "updates")} if isinstance(row, dict) else {}
-            acc = row["accuracy"] if isinstance(row, dict) else row
-            curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc, **writes,
+            row = evaluate(trainer.policy)
+            acc = row["accuracy"]
+            curve.append({"step": trainer.step, "algo": m["algo"], "accuracy": acc,
+                          "inserts": row.get("inserts", 0), "updates": row.get("updates", 0),
                           "token_loss": m.get("token_loss"), "path_share": m.get("tree_path_share")})
             print(f"{label} step {trainer.step} ({m['algo']}): held-out accuracy {acc:.3f}", flush=True)
     return curve, history
@@ -197,7 +197,7 @@ def run_table(args, base) -> dict:
                 t0 = time.perf_counter()
                 trainer = Trainer(cfg, model=model, engine=engine)
                 label = f"{variant} seed {seed}"
-                accuracy = lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)["accuracy"]  # noqa: E731
+                accuracy = lambda policy: ev.evaluate_streams(policy, curve_tasks, seed=1)  # noqa: E731
                 try:
                     curve, history, sft_s = [], [], 0.0
                     if shared and seed in warm:
