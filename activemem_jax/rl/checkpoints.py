@@ -1,4 +1,5 @@
-"""Training checkpoints with orbax `CheckpointManager` (async, atomic, keep-last-N).
+"""Training checkpoints with orbax `CheckpointManager` (async, atomic, keep-last-N, and any
+steps named to be kept for good: the trainer keeps the SFT warm start's end).
 
 One checkpoint per saved step holds:
   params     {"controller": pure dict, "lora": {...}}   (StandardSave)
@@ -6,7 +7,7 @@ One checkpoint per saved step holds:
   tree       the persistent memory tree                 (StandardSave)
   meta       step, data-iterator state, RNG seed, config fingerprint (JsonSave)
 
-    ckpt = Checkpoints(directory, keep=3)
+    ckpt = Checkpoints(directory, keep=3, preserve=(600,))  # the newest 3, and step 600 for good
     ckpt.save(step, params, opt_state, tree, meta)
     restored = ckpt.restore(abstract_params, abstract_opt_state, abstract_tree)  # latest
     restore_policy(directory, policy)   # controller + tree into an ActiveMem (evaluation)
@@ -71,9 +72,13 @@ def _shapes(tree) -> dict:
 
 
 class Checkpoints:
-    def __init__(self, directory: str, keep: int = 3, async_save: bool = True):
+    def __init__(self, directory: str, keep: int = 3, async_save: bool = True, preserve=()):
+        from orbax.checkpoint import checkpoint_managers as cm
+
         self.directory = os.path.abspath(directory)
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=async_save,
+        self.preserve = tuple(sorted(set(int(s) for s in preserve)))
+        kept = cm.AnyPreservationPolicy([cm.LatestN(keep), cm.CustomSteps(self.preserve)])
+        options = ocp.CheckpointManagerOptions(preservation_policy=kept, enable_async_checkpointing=async_save,
                                                create=True)
         handlers = {name: ocp.StandardCheckpointHandler() for name in ("params", "opt_state", "tree")}
         handlers["meta"] = ocp.JsonCheckpointHandler()

@@ -103,8 +103,7 @@ class Trainer:
         self.update = self._update_fn(t.algo, False)
         self.sft_steps = self.run.train.sft_steps if t.algo == "grpo" else 0  # SFT warm start, then GRPO
         self.step = 0
-        self.ckpt = Checkpoints(os.path.join(cfg.out_dir, "checkpoints"), keep=cfg.checkpoint.keep,
-                                async_save=cfg.checkpoint.async_save)
+        self.ckpt = self._checkpoints(os.path.join(cfg.out_dir, "checkpoints"))
         c = cfg.checkpoint
         if self.ckpt.steps() and not c.resume:
             if not c.get("overwrite", False):
@@ -146,8 +145,14 @@ class Trainer:
         if os.path.exists(metrics):
             os.rename(metrics, f"{metrics}.replaced{n}")
         log.warning("checkpoint.overwrite: the run in %s was set aside as checkpoints.replaced%d", self.cfg.out_dir, n)
-        self.ckpt = Checkpoints(self.ckpt.directory, keep=self.cfg.checkpoint.keep,
-                                async_save=self.cfg.checkpoint.async_save)
+        self.ckpt = self._checkpoints(self.ckpt.directory)
+
+    def _checkpoints(self, directory: str) -> Checkpoints:
+        """The run's checkpoints: the newest checkpoint.keep, and for good the SFT warm start's
+        end (step train.sft_steps: the "SFT only" row, and train.tree_kl's reference on a resume)."""
+        c = self.cfg.checkpoint
+        sft_end = (self.sft_steps,) if 0 < self.sft_steps < self.cfg.train.steps else ()
+        return Checkpoints(directory, keep=c.keep, async_save=c.async_save, preserve=sft_end)
 
     def _restore(self, step: Optional[int] = None):
         out = self.ckpt.restore_readable(self.params, self.opt_state,
@@ -403,7 +408,7 @@ class Trainer:
                 self.metrics.write(m)
                 advance(m)
                 history.append(m)
-                saved = self.step % self.cfg.checkpoint.every == 0 or self.step == steps
+                saved = self.step % self.cfg.checkpoint.every == 0 or self.step in (steps, *self.ckpt.preserve)
                 if saved:
                     self.save()
                 signum = preemption.requested(self.hosts)
