@@ -184,8 +184,8 @@ def test_the_tree_kl_holds_grpo_near_the_head_it_started_from(tmp_path, tiny_mod
     """train.tree_kl: the reference is the head at the first GRPO step (KL 0 there), kept
     while the params move; the same GRPO step from the same checkpoint moves the head
     towards a reference that prefers noop; a run resumed past the SFT steps reads the
-    reference from the checkpoint of train.sft_steps, and stops with the field named when
-    that checkpoint is gone."""
+    reference from the checkpoint of train.sft_steps (kept for good by the trainer, whatever
+    checkpoint.keep), and stops with the field named when that checkpoint is gone."""
     import shutil
 
     from activemem_jax.rl.trainer import Trainer
@@ -198,7 +198,7 @@ def test_the_tree_kl_holds_grpo_near_the_head_it_started_from(tmp_path, tiny_mod
     cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(steps=4, sft_steps=1, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=(),
                      sft_head="mix", tree_kl=1.0)
-    cfg.checkpoint.update(every=1, async_save=False, keep=10)
+    cfg.checkpoint.update(every=1, async_save=False, keep=1)  # step 1, the SFT end, is kept beside the newest
     head = lambda params, part="kernel": np.asarray(params["controller"]["tree"][part][...])  # noqa: E731
 
     def third_step(prefer_noop: bool):  # step 3 from step 2's checkpoint: the noop-minus-insert bias after it
