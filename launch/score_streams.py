@@ -57,11 +57,6 @@ def main(argv=None) -> dict:
         for n in names:
             if n != "full":
                 evaluation_overrides(n)  # an unknown or training-only ablation: one line, before loading
-        slots = cfg.policy.get("stream_slots", 0)
-        if cfg.policy.get("tree_scope") == "stream" and args.streams > slots:
-            raise ValueError(f"--streams {args.streams}: the run keeps policy.stream_slots={slots} stream trees (its "
-                             f"checkpoints have that shape), so at most {slots} streams are scored at once; use "
-                             f"--streams {slots} or fewer")
         run = args.run or cfg.out_dir
         directory = os.path.join(run, "checkpoints")
         if not os.path.isdir(directory):

@@ -205,44 +205,33 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     `questions`: accuracy and the share that found a path ({"n", "accuracy", "path"}) for
     all questions and by what the stream showed before them (`question_kinds`), and
     `leaves`: {"n", "share", "accuracy"} by where each question's path ended
-    (`leaf_origin`), which says whether answers are lost in search or in reading."""
+    (`leaf_origin`), which says whether answers are lost in search or in reading.
+
+    With tree_scope='stream' the streams are replayed in batches of at most
+    `policy.stream_slots` (the trees the policy keeps, a shape its checkpoints fix), each
+    batch from the policy's state as it was before the evaluation: more streams than slots
+    score as the batches would alone."""
     from activemem_jax.activemem.controller import TREE_ACTIONS
-    from activemem_jax.data.streams import StreamOrder
     from activemem_jax.envs.dossier import CODES, DossierEnv
 
     env = DossierEnv(split, codes=codes or CODES)
     baselines = env.baselines(tasks)
-    order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
+    streams = list(dict.fromkeys(t["stream"] for t in tasks))
+    size = policy.config.stream_slots if policy.config.tree_scope == "stream" else max(len(streams), 1)
     state = policy.memory_state
-    trajs, counts, mix, used, per_episode = [], {}, {}, set(), []
-    seen, asked = {}, {}  # (stream, name, attr) -> [(episode, kind)]; category -> [(em, path found)]
-    leaves: dict = {}     # leaf_origin -> [em]
+    out = {"trajs": [], "counts": {}, "mix": {}, "episodes": {}, "depths": [], "seen": {}, "asked": {}, "leaves": {}}
     try:
-        for e in range(order.episodes):
-            part = next(order)
-            result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
-                                    uids=[t["stream"] * order.episodes + e for t in part], commit=True)
-            trajs += result.trajectories
-            used.update(result.slots or ())
-            per_episode.append({"episode": e, "accuracy": float(np.mean([t.reward for t in result.trajectories])),
-                                "nodes": _nodes_per_tree(policy, result.slots)})
-            for k in ("inserts", "updates", "pruned", "merged"):
-                counts[k] = counts.get(k, 0) + result.stats.get(k, 0)
-            for tr in result.trajectories:
-                for turn, step in zip(tr.task["turns"], tr.steps):
-                    row = mix.setdefault(turn["kind"], [0, 0, 0])
-                    row[step.tree_action] += 1
-                _sort_questions(tr, tr.task.get("episode", e), seen, asked, leaves)
-        if not policy.config.use_tree:  # "w/o HLMT": no tree of its own (the one it holds is not read)
-            depths = np.zeros((0,), np.int32)
-        elif used:  # tree_scope='stream': the held-out streams' own trees
-            idx = sorted(used)
-            depths = np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]]
-        else:
-            depths = np.asarray(policy.tree.depth)[np.asarray(policy.tree.valid)]
-        histogram = {int(d): int((depths == d).sum()) for d in sorted(set(depths.tolist())) if d > 0}
+        for i in range(0, len(streams), size):
+            batch = set(streams[i:i + size])
+            policy.memory_state = state
+            _replay_streams(policy, env, [t for t in tasks if t["stream"] in batch], seed, temperature, out)
     finally:
         policy.memory_state = state
+    trajs, counts, mix, asked, leaves = out["trajs"], out["counts"], out["mix"], out["asked"], out["leaves"]
+    depths = np.concatenate(out["depths"]) if out["depths"] else np.zeros((0,), np.int32)
+    histogram = {int(d): int((depths == d).sum()) for d in sorted(set(depths.tolist())) if d > 0}
+    per_episode = [{"episode": e, "accuracy": float(np.mean(acc)), "nodes": float(np.mean(nodes))}
+                   for e, (acc, nodes) in sorted(out["episodes"].items())]
     rewards = [t.reward for t in trajs]
     in_set = [x for t in trajs for x in t.info.get("per_question_in_set", ())]
     actions = {kind: {a: n / max(sum(row), 1) for a, n in zip(TREE_ACTIONS, row)} for kind, row in mix.items()}
@@ -257,13 +246,45 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                            "accuracy": float(np.mean(leaves[k]))} for k in LEAF_ORIGINS if k in leaves}}
 
 
-def _nodes_per_tree(policy, slots) -> float:
-    """Mean nodes (root excluded) of the trees `slots` name (tree_scope='stream'), else of
-    the policy's one tree."""
+def _replay_streams(policy: ActiveMem, env, tasks: Sequence[dict], seed: int, temperature: float,
+                    out: dict) -> None:
+    """evaluate_streams' replay of one batch of streams (every stream's episodes in order,
+    episode e of all of them as one rollout, committed before the next), added into `out`."""
+    from activemem_jax.data.streams import StreamOrder
+
+    order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
+    used = set()
+    for e in range(order.episodes):
+        part = next(order)
+        result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
+                                uids=[t["stream"] * order.episodes + e for t in part], commit=True)
+        out["trajs"] += result.trajectories
+        used.update(result.slots or ())
+        acc, nodes = out["episodes"].setdefault(e, ([], []))
+        acc += [t.reward for t in result.trajectories]
+        nodes += _nodes_per_tree(policy, result.slots)
+        for k in ("inserts", "updates", "pruned", "merged"):
+            out["counts"][k] = out["counts"].get(k, 0) + result.stats.get(k, 0)
+        for tr in result.trajectories:
+            for turn, step in zip(tr.task["turns"], tr.steps):
+                out["mix"].setdefault(turn["kind"], [0, 0, 0])[step.tree_action] += 1
+            _sort_questions(tr, tr.task.get("episode", e), out["seen"], out["asked"], out["leaves"])
+    if not policy.config.use_tree:  # "w/o HLMT": no tree of its own (the one it holds is not read)
+        return
+    if used:  # tree_scope='stream': the held-out streams' own trees
+        idx = sorted(used)
+        out["depths"].append(np.asarray(policy.streams.trees.depth)[idx][np.asarray(policy.streams.trees.valid)[idx]])
+    else:
+        out["depths"].append(np.asarray(policy.tree.depth)[np.asarray(policy.tree.valid)])
+
+
+def _nodes_per_tree(policy, slots) -> list:
+    """Nodes (root excluded) of each tree `slots` name (tree_scope='stream'), else of the
+    policy's one tree."""
     if slots:
         valid = np.asarray(policy.streams.trees.valid)[sorted(set(slots))]
-        return float(valid[:, 1:].sum(axis=1).mean())
-    return float(np.asarray(policy.tree.valid)[1:].sum())
+        return [float(x) for x in valid[:, 1:].sum(axis=1)]
+    return [float(np.asarray(policy.tree.valid)[1:].sum())]
 
 
 def question_kinds(history, episode: int) -> list:

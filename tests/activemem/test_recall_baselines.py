@@ -168,3 +168,33 @@ def test_leaf_origin_names_where_a_question_path_ended():
         assert leaf_origin(turns, 4, step([5, 7], [1, writer])) == origin, writer  # the leaf's writer counts
     assert leaf_origin(turns, 4, step([], [])) == LEAF_ORIGINS[2]
     assert leaf_origin(turns, 4, types.SimpleNamespace(path=None, writer_turn=None)) == LEAF_ORIGINS[2]
+
+
+def test_more_streams_than_the_policy_keeps_trees_for_score_as_their_batches_alone(embedded_model, engine):
+    """tree_scope='stream' with 2 stream slots and 3 streams: evaluate_streams replays them
+    in batches of 2 (each from the policy's state), so the whole evaluation adds up the
+    evaluations of streams {0, 1} and {2} alone, and the policy is put back."""
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.envs.dossier import make_dossier_tasks
+    from configs import activemem_tiny_cpu
+
+    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
+    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "stream",
+                                                               "stream_slots": 2, "tree_actions": False}), seed=0)
+    tasks = make_dossier_tasks("test", seed=3, streams=3, episodes=2, questions=2, corrections=0, reminders=0,
+                               decoys=1)
+    before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+    whole = ev.evaluate_streams(policy, tasks)
+    after = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+    first = ev.evaluate_streams(policy, [t for t in tasks if t["stream"] in (0, 1)])
+    second = ev.evaluate_streams(policy, [t for t in tasks if t["stream"] == 2])
+    assert whole["tasks"] == 6 == first["tasks"] + second["tasks"]
+    assert np.isclose(whole["accuracy"], (2 * first["accuracy"] + second["accuracy"]) / 3)
+    for k in ("inserts", "updates", "tree_size"):
+        assert whole[k] == first[k] + second[k], k
+    assert whole["inserts"] > 0
+    for e in range(2):  # nodes per tree by episode: the mean over the 3 streams' trees
+        want = (2 * first["per_episode"][e]["nodes"] + second["per_episode"][e]["nodes"]) / 3
+        assert np.isclose(whole["per_episode"][e]["nodes"], want)

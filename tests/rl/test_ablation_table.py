@@ -120,22 +120,6 @@ def test_streams_of_the_training_names_are_drawn_apart_from_the_held_out_ones():
     assert names(ablation_table.eval_tasks(cfg, 2, seed=98, split="train")) == train  # deterministic
 
 
-def test_score_streams_refuses_more_streams_than_the_run_keeps_trees_for(tmp_path):
-    """More held-out streams than policy.stream_slots would need a store of another shape
-    than the checkpoint's: one line naming the bound, before any model is loaded."""
-    import os
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cmd = [sys.executable, "-m", "launch.score_streams", "--config", "configs/activemem_dossier_kl_cpu.py",
-           "--run", str(tmp_path), "--streams", "32"]
-    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2, out.stderr[-2000:]
-    for part in ("--streams 32", "policy.stream_slots=16", "--streams 16 or fewer"):
-        assert part in out.stderr
-
-
 def test_the_table_writes_json_and_a_figure_for_trained_and_scored_runs(tmp_path):
     """write(): the summary as JSON beside a PNG, for rows with a held-out curve (trained in
     the bench) and rows with only their step lines (scored from checkpoints by --runs)."""
