@@ -187,6 +187,9 @@ class Train:
                                   # advantage | "turn": the group advantage of that turn's own reward
     write_credit: str = "episode"  # GRPO: the tree term's advantage: the episode's (A_{i,t}) | "to_go": the
                                    # group advantage of the answers after the write's turn (+ node term)
+    grpo_span: int = 1            # GRPO on streams: one rollout runs this many consecutive episodes of a
+                                  # stream (one memory, one return), so a write is credited with the later
+                                  # episodes' answers that read it; 1: an episode a rollout
     adv_eps: float = 1e-6
     normalize_std: bool = True
     logprob_chunk: int = 128
@@ -195,7 +198,7 @@ class Train:
         _need(self.algo in ("grpo", "sft"), f"train.algo={self.algo!r}: grpo or sft")
         _need(self.steps >= 0 and self.sft_steps >= 0,
               f"train.steps={self.steps}, train.sft_steps={self.sft_steps}: need >= 0")
-        for name in ("mini_batch_rows", "group_size", "prompts_per_step", "ppo_epochs", "logprob_chunk"):
+        for name in ("mini_batch_rows", "group_size", "prompts_per_step", "ppo_epochs", "logprob_chunk", "grpo_span"):
             _need(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)}: need >= 1")
         _need(self.micro_batch_rows >= 0, f"train.micro_batch_rows={self.micro_batch_rows}: need >= 0 (0: all)")
         _need(self.old_logp in ("rollout", "recompute"), f"train.old_logp={self.old_logp!r}: rollout or recompute")

@@ -6,7 +6,8 @@ episodes in order from an empty tree (`activemem.evaluate.evaluate_streams`).
 
     python -m launch.score_streams --config configs/activemem_dossier_long_cpu.py \
         [--run runs/activemem_dossier_long_cpu] [--step 600] [--variants "full,w/o merge/delete"] \
-        [--streams 8] [--split train] [--config.policy.utility_start=zero] [--out scores.json]
+        [--streams 8] [--split train] [--config.policy.utility_start=zero] [--out scores.json] \
+        [--forced-writes question]   # a diagnosis: questions write nothing, the rest by the head
 
 `--run` is the training run's out_dir (default the config's); `--config.a.b=v` (or `--set
 a.b=v`) changes the config for every variant, as it would for the run. Prints the stream
@@ -43,10 +44,15 @@ def main(argv=None) -> dict:
                         "--stream-seed (one training never drew), to tell new names from new streams")
     p.add_argument("--stream-seed", type=int, default=None,
                    help="the streams' data seed over the config's (default: 1 for test, 98 for train)")
+    p.add_argument("--forced-writes", default="",
+                   help="diagnosis: comma-separated observation kinds (question, decoy, fact, correction, "
+                        "reminder) whose tree action is the write a perfect memory makes (none for a question "
+                        "or a decoy), the rest by the trained head: what the head's choices on them cost")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--out", default=None, help="JSON of the rows (default: <run>/scores.json)")
     args = parse_args(p, argv)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
+    forced = tuple(k.strip() for k in args.forced_writes.split(",") if k.strip())
     with config_errors():
         cfg = load_config(args.config, args.set)
         from activemem_jax import schema
@@ -54,6 +60,10 @@ def main(argv=None) -> dict:
         schema.load(cfg)
         if cfg.data.name != "dossier":
             raise ValueError(f"data.name={cfg.data.name!r}: score_streams scores dossier streams")
+        from activemem_jax.envs.dossier import TEMPLATES
+
+        if set(forced) - set(TEMPLATES):
+            raise ValueError(f"--forced-writes {args.forced_writes!r}: kinds are {', '.join(sorted(TEMPLATES))}")
         for n in names:
             if n != "full":
                 evaluation_overrides(n)  # an unknown or training-only ablation: one line, before loading
@@ -69,7 +79,7 @@ def main(argv=None) -> dict:
     model = build.model(cfg)
     with build.engine(cfg, model) as engine:
         rows = score_variants(cfg, directory, names, model, engine, streams=args.streams, step=args.step,
-                              split=args.split, seed=args.stream_seed)
+                              split=args.split, seed=args.stream_seed, forced_writes=forced)
     print(ev.format_stream_table(rows))
     print(ev.format_episode_table(rows))
     out = args.out or os.path.join(run, "scores.json")

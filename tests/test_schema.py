@@ -52,6 +52,7 @@ def test_the_base_config_is_the_schema_defaults():
     ("policy.search_turns=some", "policy.search_turns='some'"),
     ("train.credit=question", "train.credit='question'"),
     ("train.write_credit=node", "train.write_credit='node'"),
+    ("train.grpo_span=0", "train.grpo_span=0"),
     ("train.sft_head=expert", "train.sft_head='expert'"),
     ("train.sft_rule_share=1.5", "train.sft_rule_share=1.5"),
     ("optim.lr_tree_grpo=-1e-3", "optim.lr_tree_grpo=-0.001"),

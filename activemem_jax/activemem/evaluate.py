@@ -190,7 +190,8 @@ def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "t
 
 
 def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
-                     temperature: float = 0.01, codes: Optional[Sequence[str]] = None) -> dict:
+                     temperature: float = 0.01, codes: Optional[Sequence[str]] = None,
+                     forced_writes: Sequence[str] = ()) -> dict:
     """Held-out accuracy on dossier streams (envs/dossier.py): every stream's episodes in
     order, episode e of all streams as one batch, each batch committed (with its
     maintenance) before the next, so later episodes read what earlier ones stored. The
@@ -207,14 +208,22 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     `leaves`: {"n", "share", "accuracy"} by where each question's path ended
     (`leaf_origin`), which says whether answers are lost in search or in reading.
 
+    forced_writes: observation kinds ("question", "decoy", ...) whose tree action is the
+    write a perfect memory makes (the environment's `write`: none for a question or a
+    decoy) instead of the head's, the other kinds' by the head: a diagnosis of what the
+    head's choices on those kinds cost (the row then says "forced_writes").
+
     With tree_scope='stream' the streams are replayed in batches of at most
     `policy.stream_slots` (the trees the policy keeps, a shape its checkpoints fix), each
     batch from the policy's state as it was before the evaluation: more streams than slots
     score as the batches would alone."""
     from activemem_jax.activemem.controller import TREE_ACTIONS
-    from activemem_jax.envs.dossier import CODES, DossierEnv
+    from activemem_jax.envs.dossier import CODES, TEMPLATES, DossierEnv
 
     env = DossierEnv(split, codes=codes or CODES)
+    unknown = sorted(set(forced_writes) - set(TEMPLATES))
+    if unknown:
+        raise ValueError(f"forced_writes {unknown}: observation kinds are {sorted(TEMPLATES)}")
     baselines = env.baselines(tasks)
     streams = list(dict.fromkeys(t["stream"] for t in tasks))
     size = policy.config.stream_slots if policy.config.tree_scope == "stream" else max(len(streams), 1)
@@ -224,7 +233,8 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
         for i in range(0, len(streams), size):
             batch = set(streams[i:i + size])
             policy.memory_state = state
-            _replay_streams(policy, env, [t for t in tasks if t["stream"] in batch], seed, temperature, out)
+            _replay_streams(policy, env, [t for t in tasks if t["stream"] in batch], seed, temperature, out,
+                            set(forced_writes))
     finally:
         policy.memory_state = state
     trajs, counts, mix, asked, leaves = out["trajs"], out["counts"], out["mix"], out["asked"], out["leaves"]
@@ -238,7 +248,7 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     return {"accuracy": sum(rewards) / max(len(rewards), 1), "chance": env.chance, "tasks": len(trajs),
             "format_failure": 1.0 - sum(in_set) / len(in_set) if in_set else 1.0, "baselines": baselines,
             **counts, "per_episode": per_episode, "tree_size": int(sum(histogram.values())),
-            "depth_histogram": histogram,
+            "depth_histogram": histogram, **({"forced_writes": sorted(forced_writes)} if forced_writes else {}),
             "actions": actions, "questions": {k: {"n": len(v), "accuracy": float(np.mean([em for em, _ in v])),
                                                   "path": float(np.mean([p for _, p in v]))}
                                               for k, v in sorted(asked.items())},
@@ -247,17 +257,23 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
 
 
 def _replay_streams(policy: ActiveMem, env, tasks: Sequence[dict], seed: int, temperature: float,
-                    out: dict) -> None:
+                    out: dict, forced: set = frozenset()) -> None:
     """evaluate_streams' replay of one batch of streams (every stream's episodes in order,
-    episode e of all of them as one rollout, committed before the next), added into `out`."""
+    episode e of all of them as one rollout, committed before the next), added into `out`;
+    the turns of the `forced` kinds write what the environment says (`env.expert_write`)."""
     from activemem_jax.data.streams import StreamOrder
+
+    def expert(i: int, turn: int):
+        turns = env.tasks[i]["turns"]
+        return env.expert_write(i, turn) if turns[min(turn, len(turns) - 1)]["kind"] in forced else None
 
     order = StreamOrder(tasks, lanes=len({t["stream"] for t in tasks}))
     used = set()
     for e in range(order.episodes):
         part = next(order)
         result = policy.rollout(env, part, seed=seed, greedy=True, temperature=temperature,
-                                uids=[t["stream"] * order.episodes + e for t in part], commit=True)
+                                uids=[t["stream"] * order.episodes + e for t in part], commit=True,
+                                tree_expert=expert if forced else None)
         out["trajs"] += result.trajectories
         used.update(result.slots or ())
         acc, nodes = out["episodes"].setdefault(e, ([], []))

@@ -194,7 +194,8 @@ class ActiveMem:
         group_size: tasks come in groups of this many consecutive copies of one episode
         (GRPO): with tree_scope 'stream', a group reads one snapshot and commits one tree.
         tree_expert(episode, turn) -> "insert" / "update" / "none": an expert's tree action
-        (SFT with the environment's writes, `env.expert_write`), used where the mask allows.
+        (SFT with the environment's writes, `env.expert_write`), used where the mask allows;
+        None at a turn leaves that turn's action to the policy.
         Each step records the environment's name for its observation (`env.observation_key`)
         when the environment has one: what the key head's loss groups by."""
         c, eng = self.config, self.engine
@@ -260,7 +261,8 @@ class ActiveMem:
             if tree_expert is not None:
                 forced = np.full((e,), -1, np.int32)
                 for i in live:
-                    forced[i] = EXPERT_ACTIONS[tree_expert(i, turn)]
+                    write = tree_expert(i, turn)
+                    forced[i] = -1 if write is None else EXPERT_ACTIONS[write]
                 forced = jnp.asarray(forced)
             explore = self._search_turns(env, live, e)
             overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs, jnp.asarray(h),

@@ -67,4 +67,24 @@ class StreamOrder:
         self.step = int(state["step"])
 
 
-__all__ = ["StreamOrder", "is_streamed"]
+def join_episodes(parts: Sequence[Sequence[dict]]) -> list[dict]:
+    """Consecutive episodes of the same streams as one task each (`train.grpo_span`):
+    parts[k][i] is episode e_i + k of lane i's stream (k successive `StreamOrder` batches);
+    the joined task has their turns in order, so one rollout carries its memory, and its
+    return, across them. Raises ValueError if a lane's parts are not one stream's
+    consecutive episodes (the span crossed a stream's end)."""
+    out = []
+    for lane in zip(*parts):
+        first = lane[0]
+        if any(t["stream"] != first["stream"] or t["episode"] != first["episode"] + k for k, t in enumerate(lane)):
+            raise ValueError(f"episodes {[(t['stream'], t['episode']) for t in lane]} are not one stream's in "
+                             "order: train.grpo_span must divide the stream's episodes and start at one of its "
+                             "multiples")
+        joined = {**first, "id": f"{first['id']}+{len(lane) - 1}", "turns": [x for t in lane for x in t["turns"]]}
+        if "live" in first:
+            joined["live"] = max(int(t["live"]) for t in lane)
+        out.append(joined)
+    return out
+
+
+__all__ = ["StreamOrder", "is_streamed", "join_episodes"]

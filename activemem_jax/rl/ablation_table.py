@@ -101,13 +101,14 @@ def eval_tasks(cfg, streams: int, seed=None, split: str = "test"):
 
 
 def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, step=None,
-                   log=print, split: str = "test", seed=None) -> dict:
+                   log=print, split: str = "test", seed=None, forced_writes=()) -> dict:
     """A training run's checkpoint (`directory`, its newest step or `step`) scored on
     `streams` held-out streams once per variant: "full" (the policy as configured) or an
     evaluation ablation's policy switches (`ablations.evaluation_overrides`). Every variant
     takes the same restored controller, trees and query space (a head the variant does not
     build, such as the latent head under "w/o latent injection", is left out) and replays
-    the same streams (`evaluate_streams`; `split` and `seed` as `eval_tasks`). Returns
+    the same streams (`evaluate_streams`; `split` and `seed` as `eval_tasks`; `forced_writes`
+    as there: a diagnosis). Returns
     {name: {"step", **evaluate_streams' row}}."""
     from activemem_jax import build
     from activemem_jax.activemem import PolicyConfig
@@ -129,7 +130,8 @@ def score_variants(cfg, directory: str, names, model, engine, streams: int = 8, 
             policy.params = _take(policy.params, full.params, name)
             policy.memory_state = _take(policy.memory_state, full.memory_state, name)
         r = rows[name] = {"step": restored, **ev.evaluate_streams(policy, tasks, seed=cfg.seed,
-                                                                  codes=recall_codes(cfg.data))}
+                                                                  codes=recall_codes(cfg.data),
+                                                                  forced_writes=forced_writes)}
         if log:
             log(f"{name} (step {restored}): accuracy {r['accuracy']:.3f}, pruned {r.get('pruned', 0)}, "
                 f"merged {r.get('merged', 0)}, final nodes {r['tree_size']}")

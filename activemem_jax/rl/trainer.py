@@ -31,6 +31,7 @@ import numpy as np
 
 from activemem_jax import build, schema
 from activemem_jax.activemem import init_lora, merge_lora, repeat_tasks
+from activemem_jax.data.streams import join_episodes
 from activemem_jax.rl import grpo, preemption, rows
 from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
@@ -82,6 +83,7 @@ class Trainer:
                 if len(self.tasks) >= t.prompts_per_step else None
         if self.data is None:
             raise ValueError(f"{len(self.tasks)} training tasks; train.prompts_per_step is {t.prompts_per_step}")
+        self._check_span(self.run.train)
         lora = {}
         if cfg.lora.rank:
             lora = init_lora(model.state, cfg.lora.rank, tuple(cfg.lora.targets), jax.random.PRNGKey(cfg.seed))
@@ -228,9 +230,26 @@ class Trainer:
         """This step's algorithm: SFT for the first train.sft_steps steps, then train.algo."""
         return "sft" if self.step < self.sft_steps else self.cfg.train.algo
 
+    def _check_span(self, t) -> None:
+        """train.grpo_span > 1 joins consecutive episodes of a stream (`join_episodes`): the
+        span must tile each stream from its first episode, SFT's one episode a step included."""
+        span = t.grpo_span
+        if span == 1 or t.algo != "grpo" or t.steps <= t.sft_steps:
+            return
+        if not self.streamed:
+            raise ValueError(f"train.grpo_span={span} joins a stream's episodes; data.name="
+                             f"{self.cfg.data.name!r} has no streams: set train.grpo_span=1")
+        if self.data.episodes % span or t.sft_steps % span:
+            raise ValueError(f"train.grpo_span={span} must divide the streams' {self.data.episodes} episodes and "
+                             f"train.sft_steps={t.sft_steps} (each SFT step runs one episode), so a span starts at "
+                             "a stream's first episode")
+
     def rollout(self):
         t = self.cfg.train
         tasks = next(self.data)
+        span = self.run.train.grpo_span if self.algo == "grpo" and self.streamed else 1
+        if span > 1:  # one rollout runs `span` consecutive episodes of each stream
+            tasks = join_episodes([tasks] + [next(self.data) for _ in range(span - 1)])
         if self.algo == "sft" and not self.streamed:  # expert turns are deterministic: G batches of
             for _ in range(t.group_size - 1):                # distinct prompts, not G copies (a stream's
                                                              # next episodes must wait for this one)
@@ -243,6 +262,8 @@ class Trainer:
         base = (self.step * self.hosts.count + self.hosts.index) * len(group)
         uids = [base + i for i in range(len(group))]
         env = self.make_env()
+        if span > 1 and getattr(env, "max_turns", None):  # data.max_turns bounds one episode
+            env.max_turns *= span
         self.engine.clear_prefix_cache()
         if self.algo == "sft":
             return self._expert_rollout(env, group, uids), group

@@ -2,6 +2,7 @@
 evaluation that leaves the policy it measures unchanged."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -198,3 +199,33 @@ def test_more_streams_than_the_policy_keeps_trees_for_score_as_their_batches_alo
     for e in range(2):  # nodes per tree by episode: the mean over the 3 streams' trees
         want = (2 * first["per_episode"][e]["nodes"] + second["per_episode"][e]["nodes"]) / 3
         assert np.isclose(whole["per_episode"][e]["nodes"], want)
+
+
+def test_forced_writes_replace_the_heads_choice_on_the_named_kinds_only(embedded_model, engine):
+    """evaluate_streams(forced_writes=...): the named observation kinds write what a
+    perfect memory writes (noop for a question or a decoy, insert for a fact), the others
+    keep the head's choice; an unknown kind is refused."""
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.envs.dossier import make_dossier_tasks
+    from configs import activemem_tiny_cpu
+
+    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
+    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "stream",
+                                                               "stream_slots": 2, "max_ops": 16}), seed=0)
+    policy.params["tree"]["bias"][...] = jnp.asarray([0.0, 5.0, 10.0], jnp.float32)  # update, else insert
+    tasks = make_dossier_tasks("test", seed=3, streams=2, episodes=2, questions=2, corrections=1, reminders=0,
+                               decoys=1)
+    plain = ev.evaluate_streams(policy, tasks)
+    head = plain["actions"]
+    questions = ev.evaluate_streams(policy, tasks, forced_writes=("question",))
+    every = ev.evaluate_streams(policy, tasks, forced_writes=("fact", "decoy", "correction", "question"))
+    assert questions["forced_writes"] == ["question"] and "forced_writes" not in plain
+    assert questions["actions"]["question"]["noop"] == 1.0 and head["question"]["noop"] == 0.0
+    for kind in ("fact", "decoy", "correction"):  # not forced: the head's own choices, as without forcing
+        assert questions["actions"][kind] == head[kind], kind
+    assert every["actions"]["decoy"]["noop"] == every["actions"]["question"]["noop"] == 1.0
+    assert every["actions"]["fact"]["insert"] == 1.0
+    assert every["actions"] != head  # the head alone does not write as the environment does
+    with pytest.raises(ValueError, match="forced_writes"):
+        ev.evaluate_streams(policy, tasks, forced_writes=("rumour",))

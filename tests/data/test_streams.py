@@ -2,7 +2,7 @@
 
 import pytest
 
-from activemem_jax.data.streams import StreamOrder, is_streamed
+from activemem_jax.data.streams import StreamOrder, is_streamed, join_episodes
 from activemem_jax.envs.dossier import make_dossier_tasks
 
 
@@ -36,3 +36,22 @@ def test_too_few_streams_or_ragged_streams_are_refused():
         StreamOrder(tasks, lanes=3)
     with pytest.raises(ValueError, match="episodes 0..E-1"):
         StreamOrder(tasks[:-1], lanes=1)
+
+
+def test_consecutive_episodes_join_into_one_task_and_a_span_across_streams_is_refused():
+    tasks = make_dossier_tasks("train", seed=0, streams=4, episodes=4)
+    order = StreamOrder(tasks, lanes=2, seed=3)
+    first, second = next(order), next(order)
+    joined = join_episodes([first, second])
+    assert len(joined) == 2
+    for j, a, b in zip(joined, first, second):
+        assert j["stream"] == a["stream"] == b["stream"] and j["episode"] == a["episode"] == 0
+        assert j["turns"] == a["turns"] + b["turns"]  # in order: episode 0's turns, then episode 1's
+        assert j["live"] == max(a["live"], b["live"]) and j["id"] != a["id"]
+    third = next(order)
+    with pytest.raises(ValueError, match="grpo_span"):  # episodes 1 and 2 of a 4-episode stream: misaligned
+        join_episodes([second, first])
+    last = next(order)  # episode 3; the next batch is another block's episode 0
+    with pytest.raises(ValueError, match="grpo_span"):
+        join_episodes([last, next(order)])
+    assert [t["episode"] for t in third] == [2, 2]

@@ -239,3 +239,51 @@ def test_the_tree_kl_holds_grpo_near_the_head_it_started_from(tmp_path, tiny_mod
             resumed.train_step()
     finally:
         resumed.close()
+
+
+def test_a_grpo_span_runs_a_streams_consecutive_episodes_as_one_rollout(tmp_path, tiny_model, tiny_engine):
+    """train.grpo_span=2: after one-episode SFT steps, a GRPO step runs episodes 0 and 1 of
+    each stream as one rollout (their turns in order, one tree, one return), takes two
+    batches of the stream order, commits both episodes' writes to the stream's tree; a span
+    that does not tile the streams stops at start with the field named."""
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.out_dir = str(tmp_path)
+    cfg.log.tensorboard = False
+    cfg.policy.update(hidden=32, tree_temperature=1.0, max_ops=32)
+    cfg.data.dossier.update(streams=4, episodes=2, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.train.update(steps=3, sft_steps=2, prompts_per_step=2, group_size=2, mini_batch_rows=8, seeds=(),
+                     sft_head="mix", write_credit="to_go", grpo_span=2)
+    cfg.checkpoint.update(every=100, async_save=False)
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        rollouts = []
+        real = trainer.policy.rollout
+
+        def spy(env, tasks, **kw):  # the real rollout; what it ran is recorded
+            result = real(env, tasks, **kw)
+            rollouts.append(([t["turns"] for t in tasks], [len(tr.steps) for tr in result.trajectories],
+                             np.asarray(trainer.policy.streams.trees.valid).sum()))
+            return result
+
+        trainer.policy.rollout = spy
+        for _ in range(2):
+            assert trainer.train_step()["algo"] == "sft"
+        assert trainer.data.get_state() == {"step": 2}
+        sft_turns = {len(turns) for turns in rollouts[-1][0]}
+        nodes_before = rollouts[-1][2]
+        m = trainer.train_step()
+        assert m["algo"] == "grpo" and np.isfinite(m["loss"]) and np.isfinite(m["adv_write"])
+        assert trainer.data.get_state() == {"step": 4}  # two batches of episodes: 0 and 1 of the next streams
+        turns, steps, nodes_after = rollouts[-1]
+        assert len(turns) == 4  # 2 streams x a group of 2
+        assert {len(t) for t in turns} == {2 * n for n in sft_turns} and set(steps) == {2 * n for n in sft_turns}
+        assert m["tree_inserts"] > 0 and nodes_after > nodes_before
+    finally:
+        trainer.close()
+    cfg.out_dir = str(tmp_path / "odd")
+    cfg.train.update(sft_steps=1)  # GRPO would start at episode 1: a span would cross into the next stream
+    with pytest.raises(ValueError, match=r"train.grpo_span=2 must divide .* train.sft_steps=1"):
+        Trainer(cfg, model=tiny_model, engine=tiny_engine).close()
