@@ -7,8 +7,8 @@ from activemem_jax import schema
 from activemem_jax.config_files import load_config
 
 CONFIGS = ("activemem_tiny_cpu", "activemem_dossier_cpu", "activemem_dossier_long_cpu", "activemem_dossier_mix_cpu",
-           "activemem_dossier_kl_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b", "activemem_smollm3_3b",
-           "activemem_sft_synthetic")
+           "activemem_dossier_kl_cpu", "activemem_dossier_span_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
+           "activemem_smollm3_3b", "activemem_sft_synthetic")
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -1,0 +1,24 @@
+"""The dossier recipe of docs/memory_streams.md section 22: configs/activemem_dossier_kl_cpu.py
+(600 SFT steps on 3,420 names, 40 GRPO steps with `train.tree_kl=0.1`) with GRPO rollouts
+that run two consecutive episodes of a stream as one (`train.grpo_span=2`), so a write is
+credited with the next episode's answers that read it; `policy.max_ops=32` holds two
+episodes' writes. With one episode a rollout the head went on writing questions over the
+facts they ask about (their harm shows only in the next episode). Branched from the kl
+runs' step 600: seed 1 then noops every question, 0.811 on 32 held-out streams (0.748
+without the span); seed 0 reached 0.828 on 8 streams 10 steps in and drifted to 0.633 by
+step 640: not yet stable across seeds. The SFT phase and the step-600 checkpoint are the
+kl recipe's, so a kl run's directory can branch here at step 600. Figures: section 22.
+
+    python -m launch.train --config configs/activemem_dossier_span_cpu.py "--config.train.seeds=()"
+    python -m launch.score_streams --config configs/activemem_dossier_span_cpu.py --streams 32
+"""
+
+from configs.activemem_dossier_kl_cpu import get_config as kl_config
+
+
+def get_config():
+    c = kl_config()
+    c.out_dir = "runs/activemem_dossier_span_cpu"
+    c.policy.update(max_ops=32)
+    c.train.update(grpo_span=2)
+    return c
