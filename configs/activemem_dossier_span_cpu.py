@@ -4,9 +4,9 @@ that run two consecutive episodes of a stream as one (`train.grpo_span=2`), so a
 credited with the next episode's answers that read it; `policy.max_ops=32` holds two
 episodes' writes. With one episode a rollout the head went on writing questions over the
 facts they ask about (their harm shows only in the next episode). Branched from the kl
-runs' step 600: seed 1 then noops every question, 0.811 on 32 held-out streams (0.748
-without the span); seed 0 reached 0.828 on 8 streams 10 steps in and drifted to 0.633 by
-step 640: not yet stable across seeds. The SFT phase and the step-600 checkpoint are the
+runs' step 600, on 32 held-out streams: seed 1 0.811 (0.748 without the span), seed 2
+0.828 (both then noop every question), seed 0 0.643 (0.828 on 8 streams 10 steps in, then
+its head drifted): not yet stable across seeds. The SFT phase and the step-600 checkpoint are the
 kl recipe's, so a kl run's directory can branch here at step 600. Figures: section 22.
 
     python -m launch.train --config configs/activemem_dossier_span_cpu.py "--config.train.seeds=()"
