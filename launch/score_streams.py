@@ -60,10 +60,9 @@ def main(argv=None) -> dict:
         schema.load(cfg)
         if cfg.data.name != "dossier":
             raise ValueError(f"data.name={cfg.data.name!r}: score_streams scores dossier streams")
-        from activemem_jax.envs.dossier import TEMPLATES
+        from activemem_jax.activemem.evaluate import check_forced_writes
 
-        if set(forced) - set(TEMPLATES):
-            raise ValueError(f"--forced-writes {args.forced_writes!r}: kinds are {', '.join(sorted(TEMPLATES))}")
+        check_forced_writes(forced)  # one line, before loading
         for n in names:
             if n != "full":
                 evaluation_overrides(n)  # an unknown or training-only ablation: one line, before loading

@@ -218,12 +218,10 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
     batch from the policy's state as it was before the evaluation: more streams than slots
     score as the batches would alone."""
     from activemem_jax.activemem.controller import TREE_ACTIONS
-    from activemem_jax.envs.dossier import CODES, TEMPLATES, DossierEnv
+    from activemem_jax.envs.dossier import CODES, DossierEnv
 
     env = DossierEnv(split, codes=codes or CODES)
-    unknown = sorted(set(forced_writes) - set(TEMPLATES))
-    if unknown:
-        raise ValueError(f"forced_writes {unknown}: observation kinds are {sorted(TEMPLATES)}")
+    check_forced_writes(forced_writes)
     baselines = env.baselines(tasks)
     streams = list(dict.fromkeys(t["stream"] for t in tasks))
     size = policy.config.stream_slots if policy.config.tree_scope == "stream" else max(len(streams), 1)
@@ -254,6 +252,16 @@ def evaluate_streams(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "
                                               for k, v in sorted(asked.items())},
             "leaves": {k: {"n": len(leaves[k]), "share": len(leaves[k]) / max(sum(map(len, leaves.values())), 1),
                            "accuracy": float(np.mean(leaves[k]))} for k in LEAF_ORIGINS if k in leaves}}
+
+
+def check_forced_writes(kinds: Sequence[str]) -> None:
+    """A ValueError unless every name in `kinds` is a dossier observation kind
+    (`evaluate_streams(forced_writes=...)`)."""
+    from activemem_jax.envs.dossier import TEMPLATES
+
+    unknown = sorted(set(kinds) - set(TEMPLATES))
+    if unknown:
+        raise ValueError(f"forced_writes {unknown}: observation kinds are {sorted(TEMPLATES)}")
 
 
 def _replay_streams(policy: ActiveMem, env, tasks: Sequence[dict], seed: int, temperature: float,
@@ -431,7 +439,8 @@ def format_recall_baselines(b: dict) -> str:
             f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
 
 
-__all__ = ["METRICS", "VARIANTS", "evaluate", "evaluate_recall", "evaluate_streams", "format_episode_table",
+__all__ = ["METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall", "evaluate_streams",
+           "format_episode_table",
            "format_recall_baselines",
            "format_recall_table", "format_stream_table", "format_table",
            "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row", "variant_config"]

@@ -9,6 +9,15 @@ import pytest
 from activemem_jax.envs.recall import CODES, RecallEnv, make_recall_tasks, recall_baselines
 
 
+def tiny_policy(embedded_model, engine, **switches):
+    """An ActiveMem on the embedded model with the tiny config's policy and `switches`."""
+    from activemem_jax.activemem import ActiveMem, PolicyConfig
+    from configs import activemem_tiny_cpu
+
+    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
+    return ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, **switches}), seed=0)
+
+
 def _task(answers, order):
     return {"id": "t", "names": [f"N{i}" for i in range(len(answers))], "answers": list(answers),
             "order": list(order)}
@@ -81,15 +90,11 @@ def test_verdict_needs_a_spread_and_the_best_untrained_rule():
 
 
 def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
-    from configs import activemem_tiny_cpu
 
-    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
     for scope in ("episode", "persistent"):
         # the threshold rule acts (tree_actions=False)
-        policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": scope,
-                                                                   "tree_actions": False}), seed=0)
+        policy = tiny_policy(embedded_model, engine, tree_scope=scope, tree_actions=False)
         tasks = make_recall_tasks("test", 2, 2, seed=3, n_questions=2)
         policy.rollout(RecallEnv("test"), tasks, seed=0, tree_rule=True)  # a state worth keeping
         before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
@@ -101,14 +106,10 @@ def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
 
 
 def test_a_stream_evaluation_carries_memory_across_episodes_and_puts_the_policy_back(embedded_model, engine):
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.envs.dossier import make_dossier_tasks
-    from configs import activemem_tiny_cpu
 
-    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
-    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "persistent",
-                                                               "tree_actions": False}), seed=0)
+    policy = tiny_policy(embedded_model, engine, tree_scope="persistent", tree_actions=False)
     tasks = make_dossier_tasks("test", seed=3, streams=2, episodes=2, questions=2, corrections=0, reminders=0,
                                decoys=1)
     before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
@@ -175,14 +176,10 @@ def test_more_streams_than_the_policy_keeps_trees_for_score_as_their_batches_alo
     """tree_scope='stream' with 2 stream slots and 3 streams: evaluate_streams replays them
     in batches of 2 (each from the policy's state), so the whole evaluation adds up the
     evaluations of streams {0, 1} and {2} alone, and the policy is put back."""
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.envs.dossier import make_dossier_tasks
-    from configs import activemem_tiny_cpu
 
-    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
-    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "stream",
-                                                               "stream_slots": 2, "tree_actions": False}), seed=0)
+    policy = tiny_policy(embedded_model, engine, tree_scope="stream", stream_slots=2, tree_actions=False)
     tasks = make_dossier_tasks("test", seed=3, streams=3, episodes=2, questions=2, corrections=0, reminders=0,
                                decoys=1)
     before = jax.tree.map(np.asarray, (policy.memory_state, policy.params))
@@ -205,14 +202,10 @@ def test_forced_writes_replace_the_heads_choice_on_the_named_kinds_only(embedded
     """evaluate_streams(forced_writes=...): the named observation kinds write what a
     perfect memory writes (noop for a question or a decoy, insert for a fact), the others
     keep the head's choice; an unknown kind is refused."""
-    from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.envs.dossier import make_dossier_tasks
-    from configs import activemem_tiny_cpu
 
-    cfg = PolicyConfig.from_dict(activemem_tiny_cpu.get_config().policy.to_dict())
-    policy = ActiveMem(embedded_model, engine, PolicyConfig(**{**cfg.__dict__, "tree_scope": "stream",
-                                                               "stream_slots": 2, "max_ops": 16}), seed=0)
+    policy = tiny_policy(embedded_model, engine, tree_scope="stream", stream_slots=2, max_ops=16)
     policy.params["tree"]["bias"][...] = jnp.asarray([0.0, 5.0, 10.0], jnp.float32)  # update, else insert
     tasks = make_dossier_tasks("test", seed=3, streams=2, episodes=2, questions=2, corrections=1, reminders=0,
                                decoys=1)
