@@ -107,10 +107,12 @@ def finish_episodes(c, empty, logs, overlay_paths, turns, returns):
     return trees, resolved, {k: jnp.sum(v) for k, v in counts.items()}
 
 
-def telemetry(trajectories: Sequence, counts: dict, tree) -> dict:
+def telemetry(trajectories: Sequence, counts: dict, tree, logs=None) -> dict:
     """Tree telemetry of one rollout batch: share of turns with a non-empty path, mean
     path length, tree actions taken, inserts / updates committed, nodes pruned / merged,
-    tree size and depth (for a batch of episode trees: the mean size, the max depth)."""
+    tree size and depth (for a batch of episode trees: the mean size, the max depth) and,
+    given the rollouts' op logs, `turns_log_full`: turns after a rollout's log filled
+    (`policy.max_ops` entries), which could only noop."""
     lengths = [s.path_len for t in trajectories for s in t.steps]
     actions = [s.tree_action for t in trajectories for s in t.steps]
     valid = np.asarray(tree.valid)
@@ -121,6 +123,10 @@ def telemetry(trajectories: Sequence, counts: dict, tree) -> dict:
            "path_len": float(np.mean(lengths)) if lengths else 0.0,
            "act_insert": int(sum(a == 1 for a in actions)), "act_update": int(sum(a == 2 for a in actions)),
            "tree_size": size, "tree_depth": int(depth[valid].max()) if valid.any() else 0}
+    if logs is not None:
+        length, turn = np.asarray(logs.length), np.asarray(logs.turn)
+        out["turns_log_full"] = int(sum(len(t.steps) - 1 - turn[i, -1] for i, t in enumerate(trajectories)
+                                        if length[i] >= turn.shape[1]))
     out.update({k: int(v) for k, v in (counts or {}).items()})
     return out
 
@@ -131,6 +137,8 @@ def format_telemetry(t: dict) -> str:
             f"+{t.get('inserts', 0)} inserted, {t.get('updates', 0)} updated, "
             f"-{t.get('pruned', 0)} pruned, -{t.get('merged', 0)} merged; tree {t['tree_size']:.1f} nodes, "
             f"depth {t['tree_depth']}")
+    if t.get("turns_log_full"):
+        line += f"; {t['turns_log_full']} turns after an op log filled could not write (raise policy.max_ops)"
     if t["turns"] and t["path_share"] == 0.0:
         line += "  [NO TURN RETRIEVED A PATH: the memory is not read]"
     return line

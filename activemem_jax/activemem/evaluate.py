@@ -174,7 +174,7 @@ def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "t
                                     uids=range(i, i + len(part)), commit=False)
             trajs += result.trajectories
             stats = policy.preview(result)
-            for k in ("inserts", "updates", "pruned", "merged"):
+            for k in ("inserts", "updates", "pruned", "merged", "turns_log_full"):
                 counts[k] = counts.get(k, 0) + stats.get(k, 0)
             sizes.append(stats.get("tree_size", 0.0))  # the mean episode tree (episode scope) or the tree
             depth = max(depth, stats.get("tree_depth", 0))
@@ -287,7 +287,7 @@ def _replay_streams(policy: ActiveMem, env, tasks: Sequence[dict], seed: int, te
         acc, nodes = out["episodes"].setdefault(e, ([], []))
         acc += [t.reward for t in result.trajectories]
         nodes += _nodes_per_tree(policy, result.slots)
-        for k in ("inserts", "updates", "pruned", "merged"):
+        for k in ("inserts", "updates", "pruned", "merged", "turns_log_full"):
             out["counts"][k] = out["counts"].get(k, 0) + result.stats.get(k, 0)
         for tr in result.trajectories:
             for turn, step in zip(tr.task["turns"], tr.steps):

@@ -409,7 +409,7 @@ class ActiveMem:
         returns = jnp.asarray([t.reward for t in result.trajectories], jnp.float32)
         turns = jnp.asarray([len(t.steps) for t in result.trajectories], jnp.int32)
         tree, _, counts = self._finish_logs(result.logs, result.overlay_paths, turns, returns, result)
-        return telemetry(result.trajectories, jax.device_get(counts), tree)
+        return telemetry(result.trajectories, jax.device_get(counts), tree, result.logs)
 
     def _finish_logs(self, logs, paths, turns, returns, result: RolloutResult):
         """(tree, resolved, counts) of committing these logs: onto the persistent tree,
@@ -461,7 +461,8 @@ class ActiveMem:
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):
                 s.path = resolved[i, j]
-        return result.replace(committed=True, stats=telemetry(result.trajectories, jax.device_get(counts), tree))
+        return result.replace(committed=True, stats=telemetry(result.trajectories, jax.device_get(counts), tree,
+                                                                     result.logs))
 
 
 __all__ = ["ActiveMem", "PolicyConfig", "RolloutResult", "Step", "Trajectory", "collate",

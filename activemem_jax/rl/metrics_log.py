@@ -58,6 +58,8 @@ class MetricsLog:
             text = "  ".join(f"{k} {m[k]:.4g}" for k in SHOWN if k in m)
             if m.get("tree_turns") and not m.get("tree_path_share") and m.get("use_tree", True):
                 text += "  [no turn retrieved a path: the memory is not read]"
+            if m.get("tree_turns_log_full"):
+                text += f"  [{m['tree_turns_log_full']} turns could not write: op log full, raise policy.max_ops]"
             return (f"{m['algo']}  " if "algo" in m else "") + text
 
         if not self.enabled:

@@ -112,6 +112,23 @@ def test_questions_retrieve_their_own_fact(scripted):
     assert "NO TURN RETRIEVED" in format_telemetry({**stats, "path_share": 0.0})
 
 
+def test_turns_after_a_full_op_log_are_counted(scripted, embedded_model, engine):
+    """The rule writes on every turn (3 inserts, 5 updates an episode): max_ops 8 holds them
+    all; with max_ops 5 the last 3 turns of each episode can only noop, and the telemetry
+    line says so."""
+    pol, tasks, result = scripted
+    assert result.stats["turns_log_full"] == 0
+    assert result.stats["inserts"] + result.stats["updates"] == 16
+    small = ActiveMem(embedded_model, engine, dataclasses.replace(pol.config, max_ops=5), seed=0)
+    small.graphdef, small.params = pol.graphdef, pol.params
+    env = RecallEnv("train")
+    stats = small.rollout(env, tasks, seed=0, responder=env.expert, tree_rule=True).stats
+    assert stats["act_insert"] + stats["act_update"] == 10 and stats["turns_log_full"] == 6
+    assert stats["inserts"] + stats["updates"] == 10
+    assert "6 turns after an op log filled" in format_telemetry(stats)
+    assert "op log" not in format_telemetry(result.stats)
+
+
 def test_writes_and_path_mean_recomputed_in_numpy(scripted):
     pol, _, result = scripted
     ctrl = pol.controller
