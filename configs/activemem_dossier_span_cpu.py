@@ -21,4 +21,5 @@ def get_config():
     c.out_dir = "runs/activemem_dossier_span_cpu"
     c.policy.update(max_ops=32)
     c.train.update(grpo_span=2)
+    c.optim.update(lr_tree_grpo=5e-4)  # a span step makes twice the updates: half the kl recipe's head rate
     return c
