@@ -461,8 +461,8 @@ class ActiveMem:
         for i, t in enumerate(result.trajectories):
             for j, s in enumerate(t.steps):
                 s.path = resolved[i, j]
-        return result.replace(committed=True, stats=telemetry(result.trajectories, jax.device_get(counts), tree,
-                                                                     result.logs))
+        stats = telemetry(result.trajectories, jax.device_get(counts), tree, result.logs)
+        return result.replace(committed=True, stats=stats)
 
 
 __all__ = ["ActiveMem", "PolicyConfig", "RolloutResult", "Step", "Trajectory", "collate",
