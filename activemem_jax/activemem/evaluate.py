@@ -440,10 +440,9 @@ def format_recall_baselines(b: dict) -> str:
 
 
 __all__ = ["METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall", "evaluate_streams",
-           "format_episode_table",
-           "format_recall_baselines",
-           "format_recall_table", "format_stream_table", "format_table",
-           "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row", "variant_config"]
+           "format_episode_table", "format_recall_baselines", "format_recall_table", "format_stream_table",
+           "format_table", "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row",
+           "variant_config"]
 
 
 def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) -> dict:
