@@ -4,6 +4,7 @@
     python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
     python -m launch.bench_memory --task dossier --config configs/activemem_dossier_long_cpu.py  # maintenance acts
     python -m launch.bench_memory --task dossier --runs runs.json  # score runs trained elsewhere (one job each)
+    # a run's entry {"run": DIR, "select": [620, 640]}: the checkpoint chosen on validation streams
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
 the static threshold rule) one CPU training run on the embedded model from the same
@@ -67,7 +68,14 @@ def main():
                    help="dossier: train nothing; score the checkpoints a JSON manifest names, {variant: [{\"run\": "
                         "out_dir, \"step\": N, \"seed\": k}, ...]} (one launch.train job per variant and seed, "
                         "e.g. in parallel on a pod; \"evaluate\": true scores another variant's run with this "
-                        "variant's evaluation switches; \"sft_run\": the run a GRPO run continued, for its curve)")
+                        "variant's evaluation switches; \"sft_run\": the run a GRPO run continued, for its curve; "
+                        "\"select\": [N, ...] in place of \"step\": the checkpoint among these that scores "
+                        "highest on --val-streams streams of the training names)")
+    p.add_argument("--val-streams", type=int, default=8,
+                   help="dossier --runs: validation streams (training names) that choose a \"select\" checkpoint")
+    p.add_argument("--val-seed", type=int, default=99,
+                   help="dossier --runs: the validation streams' data seed over the config's (no training run "
+                        "draws 99)")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
     p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
     p.add_argument("--three-seed-variants", default="full,SFT only,w/o tree action head,flat tree",

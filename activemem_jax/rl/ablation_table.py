@@ -293,7 +293,9 @@ def run_quick(args, base, model=None, engine=None) -> dict:
 
 def read_manifest(path: str) -> dict:
     """A `score_runs` manifest from a JSON file, checked: {variant: [{"run": out_dir, "step":
-    N, optional "seed", "name", "evaluate", "sft_run"}]}; a clear error for anything else."""
+    N, optional "seed", "name", "evaluate", "sft_run"}]}, or "select": [N, ...] in place of
+    "step" (the checkpoint is chosen among these on validation streams: `score_runs`); a
+    clear error for anything else."""
     from activemem_jax.activemem.ablations import ABLATIONS, evaluation_overrides
 
     try:
@@ -309,18 +311,24 @@ def read_manifest(path: str) -> dict:
         if not isinstance(entries, list) or not entries:
             raise SystemExit(f"--runs {path}: {variant!r} needs a list of runs")
         for e in entries:
-            if not isinstance(e, dict) or not isinstance(e.get("run"), str) or not isinstance(e.get("step"), int):
-                raise SystemExit(f"--runs {path}: {variant!r}: each run is {{\"run\": out_dir, \"step\": N}}, "
-                                 f"got {e!r}")
+            if not isinstance(e, dict) or not isinstance(e.get("run"), str) or (
+                    ("select" in e) == isinstance(e.get("step"), int)):
+                raise SystemExit(f"--runs {path}: {variant!r}: each run is {{\"run\": out_dir, \"step\": N}} or "
+                                 f"{{\"run\": out_dir, \"select\": [N, ...]}} (one of the two), got {e!r}")
+            steps = e["select"] if "select" in e else [e["step"]]
+            if not isinstance(steps, list) or not steps or not all(type(n) is int for n in steps):
+                raise SystemExit(f"--runs {path}: {variant!r}: \"select\" is a list of checkpoint steps, got "
+                                 f"{steps!r}")
             if e.get("evaluate"):
                 try:
                     evaluation_overrides(variant)
                 except ValueError as err:
                     raise SystemExit(f"--runs {path}: {err}")
-            step_dir = os.path.join(e["run"], "checkpoints", str(e["step"]))
-            if not os.path.isdir(step_dir):
-                raise SystemExit(f"--runs {path}: {variant!r}: no checkpoint {step_dir} (\"run\" is a training "
-                                 "run's out_dir, \"step\" one of its checkpoints)")
+            for step in steps:
+                step_dir = os.path.join(e["run"], "checkpoints", str(step))
+                if not os.path.isdir(step_dir):
+                    raise SystemExit(f"--runs {path}: {variant!r}: no checkpoint {step_dir} (\"run\" is a training "
+                                     "run's out_dir, \"step\" or each of \"select\" one of its checkpoints)")
             if e.get("sft_run") and not os.path.isdir(e["sft_run"]):
                 raise SystemExit(f"--runs {path}: {variant!r}: \"sft_run\" {e['sft_run']} is not a directory")
     return manifest
@@ -345,6 +353,48 @@ def _history(entry: dict) -> list:
     return own
 
 
+def pick_step(scores: dict) -> int:
+    """The step of {step: validation accuracy} with the highest accuracy; a tie goes to the
+    later step (the longer-trained checkpoint)."""
+    return max(scores, key=lambda step: (scores[step], step))
+
+
+def _select_steps(manifest: dict, cfg, args, model, engine) -> dict:
+    """The manifest with each "select" entry's "step" set to its candidate with the highest
+    validation accuracy (see `score_runs`) and "selected" = {"streams", "stream_seed",
+    "accuracy": {step: validation accuracy}}; entries without "select" unchanged."""
+    from activemem_jax.activemem.ablations import apply_ablation
+
+    chosen: dict = {}  # (run, candidates) -> the entry's "selected" with "step"
+
+    def choose(e, variant_cfg):
+        key = (e["run"], tuple(e["select"]))
+        if key not in chosen:
+            streams, seed = args.val_streams, args.val_seed
+            scores = {}
+            for step in e["select"]:
+                got = score_variants(variant_cfg, os.path.join(e["run"], "checkpoints"), ["full"], model, engine,
+                                     streams, step=step, split="train", seed=seed, log=None)["full"]
+                scores[step] = got["accuracy"]
+            best = pick_step(scores)
+            print(f"{e['run']}: step {best} chosen on {streams} validation streams ("
+                  + ", ".join(f"{k}: {v:.3f}" for k, v in scores.items()) + ")", flush=True)
+            chosen[key] = {"step": best, "streams": streams, "stream_seed": seed,
+                           "accuracy": {str(k): v for k, v in scores.items()}}
+        return chosen[key]
+
+    # trained entries first, under their own variant: an evaluated entry of the same run takes that choice
+    ordered = sorted(((bool(e.get("evaluate")), v, i) for v, es in manifest.items() for i, e in enumerate(es)))
+    out = {v: [dict(e) for e in es] for v, es in manifest.items()}
+    for evaluate, variant, i in ordered:
+        e = out[variant][i]
+        if "select" in e:
+            got = choose(e, cfg if evaluate else apply_ablation(cfg, variant))
+            e["step"] = got["step"]
+            e["selected"] = {k: got[k] for k in ("streams", "stream_seed", "accuracy")}
+    return out
+
+
 def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
     """The table from runs trained elsewhere (one training job per variant and seed, as on a
     pod): each manifest entry's checkpoint is scored on the same `args.eval_streams`
@@ -353,7 +403,15 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
     one); an "evaluate" entry is a run of another variant (usually "full") scored with this
     variant's evaluation switches and marked not trained. Each row carries the run's step
     lines from its metrics.jsonl (with "sft_run": the SFT run it continued, first) and the
-    training seconds they add up to. Same summary as `run_table`."""
+    training seconds they add up to. Same summary as `run_table`.
+
+    An entry with "select": [N, ...] instead of "step" takes the checkpoint among those
+    with the highest accuracy on `args.val_streams` validation streams (streams of the
+    *training* names, data seed + `args.val_seed`: `eval_tasks(split="train")`; a tie goes
+    to the later step), scored under the entry's variant; the held-out streams never
+    decide it. The row keeps each candidate's validation accuracy ("selected"). An
+    "evaluate" entry with the same run and candidates takes the step chosen for that run's
+    trained entry (or, with none in the manifest, chosen under "full")."""
     import contextlib
 
     from activemem_jax import build
@@ -372,6 +430,7 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
         reference = ev.evaluate_streams(untrained, eval_tasks(cfg, args.eval_streams), seed=cfg.seed,
                                         codes=recall_codes(cfg.data))
         runs["untrained"] = [_row(reference)]
+        manifest = _select_steps(manifest, cfg, args, model, engine)
         # the evaluation ablations asked of one checkpoint: one restore, every variant on it
         asked: dict = {}
         for variant, entries in manifest.items():
@@ -391,6 +450,8 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
                     got = score_variants(apply_ablation(cfg, variant), directory, ["full"], model, engine,
                                          args.eval_streams, step=e["step"])["full"]
                 row = {**_row(got), "seed": e.get("seed", i), "run": e["run"], "step": got["step"]}
+                if "selected" in e:
+                    row["selected"] = e["selected"]
                 if e.get("evaluate"):
                     row["evaluated_on"] = f"{name}, step {got['step']}"
                 else:
@@ -427,6 +488,8 @@ def format_table(summary: dict) -> str:
         merged = sum(r.get("merged", 0) for r in rs) / len(rs)
         more = f" and {len(rs) - 1} more" if len(rs) > 1 else ""  # an evaluation ablation on several runs
         name = f"{v} (on {rs[0]['evaluated_on']}{more}, not trained)" if rs[0].get("evaluated_on") else v
+        if any(r.get("selected") for r in rs):  # the steps `select` chose on validation streams
+            name += f" (steps {' / '.join(str(r['step']) for r in rs)}, chosen on validation)"
         lines.append(f"| {name} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
                      f"{mix(rs, 'decoy')} | {mix(rs, 'correction')} |")
     b = summary["baselines"]
@@ -488,5 +551,5 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "plot", "read_manifest", "run_config", "run_quick", "run_table",
-           "score_runs", "score_variants", "train_with_curve", "write"]
+__all__ = ["eval_tasks", "format_table", "interval", "pick_step", "plot", "read_manifest", "run_config",
+           "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]

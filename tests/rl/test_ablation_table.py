@@ -137,3 +137,66 @@ def test_the_table_writes_json_and_a_figure_for_trained_and_scored_runs(tmp_path
     assert json.loads(out.read_text())["table"]["full"]["seeds"] == 2
     png = (tmp_path / "t" / "memory_table.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_the_validation_choice_takes_the_highest_step_and_the_later_of_a_tie():
+    assert ablation_table.pick_step({620: 0.852, 640: 0.742}) == 620  # section 23's seed 0
+    assert ablation_table.pick_step({620: 0.633, 640: 0.844}) == 640
+    assert ablation_table.pick_step({640: 0.5, 600: 0.5, 620: 0.25}) == 640
+
+
+def test_a_run_s_checkpoint_is_chosen_on_validation_streams_of_the_training_names(tiny_model, tiny_engine,
+                                                                                   tmp_path):
+    """bench_memory --runs with "select": each candidate checkpoint is scored on streams of
+    the training names (as score_variants scores them with split="train"), the highest
+    (a tie: the later step) is scored on the held-out streams, and an evaluated entry of the
+    same run takes the same step; a malformed "select" stops with the cause."""
+    import argparse
+    import json
+
+    import pytest
+
+    from activemem_jax.rl.trainer import Trainer
+    from configs import activemem_dossier_cpu
+
+    cfg = activemem_dossier_cpu.get_config()
+    cfg.policy.update(hidden=32)
+    cfg.data.dossier.update(streams=4, episodes=2, questions=2, decoys=1, corrections=1, reminders=0)
+    cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
+    args = argparse.Namespace(sft_steps=2, grpo_steps=0, eval_streams=1, val_streams=2, val_seed=99, set=[])
+    run = str(tmp_path / "run")
+    cfg = ablation_table.run_config(cfg, "full", 0, args, run)
+    trainer = Trainer(cfg, model=tiny_model, engine=tiny_engine)
+    try:
+        for _ in range(2):
+            trainer.train_step()
+            trainer.save()
+        trainer.ckpt.wait()
+    finally:
+        trainer.close()
+    directory = str(tmp_path / "run" / "checkpoints")
+    val = {step: ablation_table.score_variants(cfg, directory, ["full"], tiny_model, tiny_engine, 2, step=step,
+                                               split="train", seed=99, log=None)["full"]["accuracy"]
+           for step in (1, 2)}
+    want = 2 if val[2] >= val[1] else 1
+    test = ablation_table.score_variants(cfg, directory, ["full", "w/o HLMT"], tiny_model, tiny_engine, 1,
+                                         step=want, log=None)
+    manifest = {"full": [{"run": run, "select": [1, 2]}], "w/o HLMT": [{"run": run, "select": [1, 2],
+                                                                       "evaluate": True}]}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(manifest))
+    summary = ablation_table.score_runs(ablation_table.read_manifest(str(path)), cfg, args, model=tiny_model,
+                                        engine=tiny_engine)
+    full = summary["runs"]["full"][0]
+    assert full["step"] == want and full["selected"]["accuracy"] == {"1": val[1], "2": val[2]}
+    assert full["selected"]["streams"] == 2 and full["selected"]["stream_seed"] == 99
+    assert full["accuracy"] == test["full"]["accuracy"]
+    hlmt = summary["runs"]["w/o HLMT"][0]
+    assert hlmt["step"] == want and hlmt["accuracy"] == test["w/o HLMT"]["accuracy"]
+    assert f"| full (steps {want}, chosen on validation) |" in ablation_table.format_table(summary)
+    for body, cause in (({"full": [{"run": run, "select": [2, 3]}]}, "no checkpoint .*checkpoints/3"),
+                        ({"full": [{"run": run, "select": []}]}, "list of checkpoint steps"),
+                        ({"full": [{"run": run, "step": 2, "select": [2]}]}, "one of the two")):
+        path.write_text(json.dumps(body))
+        with pytest.raises(SystemExit, match=cause):
+            ablation_table.read_manifest(str(path))
