@@ -157,7 +157,7 @@ def _take(template, source, name: str):
 
 def _row(r: dict) -> dict:
     keep = ("accuracy", "format_failure", "inserts", "updates", "pruned", "merged", "tree_size",
-            "depth_histogram", "actions", "questions")
+            "depth_histogram", "actions", "questions", "turns_log_full")
     return {k: r[k] for k in keep if k in r}
 
 
@@ -487,9 +487,10 @@ def format_table(summary: dict) -> str:
         pruned = sum(r.get("pruned", 0) for r in rs) / len(rs)
         merged = sum(r.get("merged", 0) for r in rs) / len(rs)
         more = f" and {len(rs) - 1} more" if len(rs) > 1 else ""  # an evaluation ablation on several runs
-        name = f"{v} (on {rs[0]['evaluated_on']}{more}, not trained)" if rs[0].get("evaluated_on") else v
+        notes = [f"on {rs[0]['evaluated_on']}{more}, not trained"] if rs[0].get("evaluated_on") else []
         if any(r.get("selected") for r in rs):  # the steps `select` chose on validation streams
-            name += f" (steps {' / '.join(str(r['step']) for r in rs)}, chosen on validation)"
+            notes.append(f"steps {' / '.join(str(r['step']) for r in rs)} chosen on validation")
+        name = f"{v} ({'; '.join(notes)})" if notes else v
         lines.append(f"| {name} | {t['mean']:.3f} | {ci} | {t['seeds']} | {hist} | {pruned:.1f} | {merged:.1f} | "
                      f"{mix(rs, 'decoy')} | {mix(rs, 'correction')} |")
     b = summary["baselines"]

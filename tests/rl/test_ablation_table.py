@@ -193,7 +193,9 @@ def test_a_run_s_checkpoint_is_chosen_on_validation_streams_of_the_training_name
     assert full["accuracy"] == test["full"]["accuracy"]
     hlmt = summary["runs"]["w/o HLMT"][0]
     assert hlmt["step"] == want and hlmt["accuracy"] == test["w/o HLMT"]["accuracy"]
-    assert f"| full (steps {want}, chosen on validation) |" in ablation_table.format_table(summary)
+    text = ablation_table.format_table(summary)
+    assert f"| full (steps {want} chosen on validation) |" in text
+    assert f"| w/o HLMT (on run, step {want}, not trained; steps {want} chosen on validation) |" in text
     for body, cause in (({"full": [{"run": run, "select": [2, 3]}]}, "no checkpoint .*checkpoints/3"),
                         ({"full": [{"run": run, "select": []}]}, "list of checkpoint steps"),
                         ({"full": [{"run": run, "step": 2, "select": [2]}]}, "one of the two")):
