@@ -6,9 +6,10 @@ GRPO rate (`optim.lr_tree_grpo=5e-4`: a span step makes twice the updates);
 `policy.max_ops=32` holds two episodes' writes. Branched from the kl runs' step 600, on 32
 held-out streams, three seeds: 0.736 / 0.801 / 0.842 at step 640 (mean 0.793; SFT 0.470),
 0.811 / 0.824 / 0.842 at the checkpoint chosen on validation streams of the training
-names (step 620, 620, 640; mean 0.826); the strongest rule that needs no learning 0.962.
+names (step 620, 620, 640; mean 0.826; `bench_memory --runs` with `"select": [620, 640]`
+makes that choice); the strongest rule that needs no learning 0.962.
 The SFT phase and the step-600 checkpoint are the kl recipe's, so a kl run's directory can
-branch here at step 600. Figures: section 23.
+branch here at step 600. Figures: sections 23-24.
 
     python -m launch.train --config configs/activemem_dossier_span_cpu.py "--config.train.seeds=()"
     python -m launch.score_streams --config configs/activemem_dossier_span_cpu.py --streams 32
