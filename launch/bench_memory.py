@@ -4,6 +4,7 @@
     python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
     python -m launch.bench_memory --task dossier --config configs/activemem_dossier_long_cpu.py  # maintenance acts
     python -m launch.bench_memory --task dossier --runs runs.json  # score runs trained elsewhere (one job each)
+    python -m launch.bench_memory --task dossier --merge results/dossier_span/*.json  # one table of several
     # a run's entry {"run": DIR, "select": [620, 640]}: the checkpoint chosen on validation streams
 
 For each variant (full ActiveMem, w/o HLMT, w/o latent injection, w/o tree action head =
@@ -71,6 +72,10 @@ def main():
                         "variant's evaluation switches; \"sft_run\": the run a GRPO run continued, for its curve; "
                         "\"select\": [N, ...] in place of \"step\": the checkpoint among these that scores "
                         "highest on --val-streams streams of the training names)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="SUMMARY.json",
+                   help="dossier: train and score nothing; one table from summaries scored on the same held-out "
+                        "streams (runs scored in different jobs or sessions, e.g. results/dossier_span/*.json), "
+                        "written to --out")
     p.add_argument("--val-streams", type=int, default=8,
                    help="dossier --runs: validation streams (training names) that choose a \"select\" checkpoint")
     p.add_argument("--val-seed", type=int, default=99,
@@ -147,6 +152,14 @@ def main():
         json.dump(summary, f, indent=1, default=float)
 
 
+def _read_summary(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--merge {path}: cannot read it as JSON ({e})")
+
+
 def _dossier(args):
     from activemem_jax.activemem.ablations import ABLATIONS
     from activemem_jax.rl import ablation_table
@@ -171,7 +184,9 @@ def _dossier(args):
         args.eval_streams = quick["eval_streams"] if args.eval_streams == 8 else args.eval_streams
     if args.out == "bench_results/memory.json":
         args.out = "bench_results/memory_table_quick.json" if args.quick else "bench_results/memory_table.json"
-    if args.runs:
+    if args.merge:
+        summary = ablation_table.merge_summaries([_read_summary(path) for path in args.merge], args.merge)
+    elif args.runs:
         summary = ablation_table.score_runs(ablation_table.read_manifest(args.runs), base, args)
     else:
         summary = (ablation_table.run_quick if args.quick else ablation_table.run_table)(args, base)

@@ -4,6 +4,7 @@ dossier streams and the embedded model: `python -m launch.bench_memory --task do
 
     summary = run_table(args, base)   # base: configs/activemem_dossier_cpu.py's config
     summary = run_quick(args, base)   # --quick: one trained run, the evaluation ablations on it
+    summary = merge_summaries([a, b], ["a.json", "b.json"])  # --merge: summaries of the same streams
 
 Every variant of `activemem.ablations.ABLATIONS` trains from the base config once per
 seed (seed k: init seed k, data seed data.seed + 2k, as launch.train's seeds), is
@@ -465,6 +466,57 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
     return summary
 
 
+# what two summaries must agree on to be one table: the streams and model they were scored on
+SAME_ARGS = ("config", "eval_streams", "set")
+
+
+def merge_summaries(summaries: list, names: list) -> dict:
+    """One table from summaries of `score_runs` / `run_table` scored on the same held-out
+    streams (say, runs trained and scored in different sessions or jobs): each variant's
+    rows in the order given, the table's means and intervals recomputed over them.
+    Refuses (SystemExit naming the file and field) summaries whose config, held-out
+    streams or --set overrides differ, whose rules or untrained controller scored
+    differently on those streams (another stream set or another code), or a run scored
+    twice under one variant (it would count one seed twice)."""
+    if not summaries:
+        raise SystemExit("--merge: name at least one summary JSON")
+    for s, name in zip(summaries, names):
+        if not isinstance(s, dict) or not all(k in s for k in ("runs", "baselines", "args")):
+            raise SystemExit(f"--merge {name}: not a bench_memory --task dossier summary (needs runs, baselines, args)")
+    first, first_name = summaries[0], names[0]
+    runs: dict = {}
+    seen: set = set()
+    for s, name in zip(summaries, names):
+        for key in SAME_ARGS:
+            if s["args"].get(key) != first["args"].get(key):
+                raise SystemExit(f"--merge {name}: {key} is {s['args'].get(key)!r}, {first_name} has "
+                                 f"{first['args'].get(key)!r}: not the same held-out streams; score both the same way")
+        for rule, value in first["baselines"].items():
+            if isinstance(value, float) and abs(s["baselines"].get(rule, float("nan")) - value) > 1e-9:
+                raise SystemExit(f"--merge {name}: rule {rule} scores {s['baselines'].get(rule)} where {first_name} "
+                                 f"has {value}: the streams differ; score both with one config and --eval-streams")
+        for variant, rows in s["runs"].items():
+            if variant == "untrained":
+                got, want = rows[0]["accuracy"], first["runs"]["untrained"][0]["accuracy"]
+                if abs(got - want) > 1e-9:
+                    raise SystemExit(f"--merge {name}: the untrained controller scores {got} where {first_name} has "
+                                     f"{want}: another model or code scored them; rescore one of the two")
+                runs.setdefault("untrained", [rows[0]])
+                continue
+            for r in rows:
+                key = (variant, r.get("run"), r.get("step"))
+                if r.get("run") is not None and key in seen:
+                    raise SystemExit(f"--merge {name}: {variant!r} holds {r['run']} step {r['step']} again (it would "
+                                     "count one trained seed twice); leave it out of one summary")
+                seen.add(key)
+                runs.setdefault(variant, []).append({**r, "summary": name})
+    summary = {"runs": runs, "baselines": first["baselines"], "args": {**first["args"], "merge": list(names)},
+               "total_time_s": sum(s.get("total_time_s", 0.0) for s in summaries)}
+    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
+                        for v, rs in runs.items()}
+    return summary
+
+
 def format_table(summary: dict) -> str:
     lines = ["| variant | accuracy (mean) | 95% interval | seeds | nodes by depth | pruned | merged | "
              "decoys: noop / insert / update | corrections: noop / insert / update |",
@@ -552,5 +604,5 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "pick_step", "plot", "read_manifest", "run_config",
+__all__ = ["eval_tasks", "format_table", "interval", "merge_summaries", "pick_step", "plot", "read_manifest", "run_config",
            "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]

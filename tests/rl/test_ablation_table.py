@@ -202,3 +202,67 @@ def test_a_run_s_checkpoint_is_chosen_on_validation_streams_of_the_training_name
         path.write_text(json.dumps(body))
         with pytest.raises(SystemExit, match=cause):
             ablation_table.read_manifest(str(path))
+
+
+def test_summaries_of_the_same_streams_merge_into_one_table_and_others_are_refused(tmp_path):
+    """bench_memory --merge: the rows of summaries scored on the same held-out streams (runs
+    scored in different sessions) become one table, each variant's interval over all its
+    seeds; summaries of other streams, or one run twice, stop with the cause named."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = {"config": "configs/activemem_dossier_span_cpu.py", "eval_streams": 32, "set": []}
+    rules = {"store_all": 0.396, "memory_8": 0.962, "best_constant_code": "red"}
+    untrained = [{"accuracy": 0.125}]
+
+    def summary(rows):
+        return {"runs": {"untrained": untrained, **rows}, "baselines": dict(rules), "args": dict(args),
+                "total_time_s": 10.0}
+
+    a = summary({"full": [{"accuracy": 0.811, "run": "r/s0", "step": 620},
+                          {"accuracy": 0.824, "run": "r/s1", "step": 620}],
+                 "flat tree": [{"accuracy": 0.523, "run": "r/flat1", "step": 640}]})
+    b = summary({"full": [{"accuracy": 0.842, "run": "r/s2", "step": 640}],
+                 "w/o tree action head": [{"accuracy": 0.3, "run": "r/static1", "step": 620}]})
+    merged = ablation_table.merge_summaries([a, b], ["a.json", "b.json"])
+    assert list(merged["runs"]) == ["untrained", "full", "flat tree", "w/o tree action head"]
+    assert [r["run"] for r in merged["runs"]["full"]] == ["r/s0", "r/s1", "r/s2"]
+    mean, half = merged["table"]["full"]["mean"], merged["table"]["full"]["ci95"]
+    sd = math.sqrt(sum((x - 0.8256667) ** 2 for x in (0.811, 0.824, 0.842)) / 2)
+    assert math.isclose(mean, (0.811 + 0.824 + 0.842) / 3) and math.isclose(half, 4.303 * sd / math.sqrt(3),
+                                                                              rel_tol=1e-4)
+    assert merged["table"]["full"]["seeds"] == 3 and merged["table"]["untrained"]["seeds"] == 1
+    assert merged["runs"]["w/o tree action head"][0]["summary"] == "b.json" and merged["total_time_s"] == 20.0
+
+    other = summary({})
+    other["args"]["eval_streams"] = 8
+    with pytest.raises(SystemExit, match="b.json: eval_streams is 8"):
+        ablation_table.merge_summaries([a, other], ["a.json", "b.json"])
+    other = summary({})
+    other["baselines"]["memory_8"] = 0.9
+    with pytest.raises(SystemExit, match="rule memory_8 scores 0.9"):
+        ablation_table.merge_summaries([a, other], ["a.json", "b.json"])
+    with pytest.raises(SystemExit, match="r/s0 step 620 again"):
+        ablation_table.merge_summaries([a, summary({"full": [a["runs"]["full"][0]]})], ["a.json", "c.json"])
+
+    # the command line: the merged table printed, written as JSON and a figure
+    paths = []
+    for name, s in (("a.json", a), ("b.json", b)):
+        paths.append(str(tmp_path / name))
+        (tmp_path / name).write_text(json.dumps(s))
+    out = tmp_path / "merged.json"
+    done = subprocess.run([sys.executable, "-m", "launch.bench_memory", "--task", "dossier", "--config",
+                           "configs/activemem_dossier_span_cpu.py", "--merge", *paths, "--out", str(out)],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| full | 0.826 | +/- " in done.stdout and "| w/o tree action head | 0.300 | - | 1 |" in done.stdout
+    assert json.loads(out.read_text())["table"]["full"]["seeds"] == 3 and (tmp_path / "merged.png").is_file()
+    (tmp_path / "bad.json").write_text("{not json")
+    done = subprocess.run([sys.executable, "-m", "launch.bench_memory", "--task", "dossier", "--merge",
+                           paths[0], str(tmp_path / "bad.json")], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "bad.json: cannot read it as JSON" in done.stderr
