@@ -604,5 +604,6 @@ def write(summary: dict, out: str) -> None:
     plot(summary, os.path.splitext(out)[0] + ".png")
 
 
-__all__ = ["eval_tasks", "format_table", "interval", "merge_summaries", "pick_step", "plot", "read_manifest", "run_config",
+__all__ = ["eval_tasks", "format_table", "interval", "merge_summaries", "pick_step", "plot", "read_manifest",
+           "run_config",
            "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]
