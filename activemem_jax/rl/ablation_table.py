@@ -605,5 +605,4 @@ def write(summary: dict, out: str) -> None:
 
 
 __all__ = ["eval_tasks", "format_table", "interval", "merge_summaries", "pick_step", "plot", "read_manifest",
-           "run_config",
-           "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]
+           "run_config", "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]
