@@ -497,11 +497,10 @@ def merge_summaries(summaries: list, names: list) -> dict:
                                  f"has {value}: the streams differ; score both with one config and --eval-streams")
         for variant, rows in s["runs"].items():
             if variant == "untrained":
-                got, want = rows[0]["accuracy"], first["runs"]["untrained"][0]["accuracy"]
-                if abs(got - want) > 1e-9:
-                    raise SystemExit(f"--merge {name}: the untrained controller scores {got} where {first_name} has "
-                                     f"{want}: another model or code scored them; rescore one of the two")
-                runs.setdefault("untrained", [rows[0]])
+                got, want = rows[0]["accuracy"], runs.setdefault("untrained", [{**rows[0], "summary": name}])[0]
+                if abs(got - want["accuracy"]) > 1e-9:
+                    raise SystemExit(f"--merge {name}: the untrained controller scores {got} where {want['summary']} "
+                                     f"has {want['accuracy']}: another model or code scored them; rescore one of them")
                 continue
             for r in rows:
                 key = (variant, r.get("run"), r.get("step"))

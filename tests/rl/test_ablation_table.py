@@ -247,6 +247,10 @@ def test_summaries_of_the_same_streams_merge_into_one_table_and_others_are_refus
     other["baselines"]["memory_8"] = 0.9
     with pytest.raises(SystemExit, match="rule memory_8 scores 0.9"):
         ablation_table.merge_summaries([a, other], ["a.json", "b.json"])
+    other = summary({})
+    other["runs"]["untrained"] = [{"accuracy": 0.25}]
+    with pytest.raises(SystemExit, match="untrained controller scores 0.25 where a.json has 0.125"):
+        ablation_table.merge_summaries([a, other], ["a.json", "b.json"])
     with pytest.raises(SystemExit, match="r/s0 step 620 again"):
         ablation_table.merge_summaries([a, summary({"full": [a["runs"]["full"][0]]})], ["a.json", "c.json"])
 
