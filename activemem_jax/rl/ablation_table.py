@@ -48,6 +48,12 @@ def interval(values) -> tuple[float, float]:
     return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
 
 
+def table_of(runs: dict) -> dict:
+    """{variant: {"mean", "ci95", "seeds"}} over each variant's rows' accuracies."""
+    return {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
+            for v, rs in runs.items()}
+
+
 def train_with_curve(trainer, steps: int, every: int, label: str, evaluate,
                      keys=STEP_KEYS) -> tuple[list, list]:
     """Train to `steps`, recording each step's `keys` and, every `every` steps and at
@@ -232,8 +238,7 @@ def run_table(args, base) -> dict:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args),
                "total_time_s": time.perf_counter() - t_start}
-    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
-                        for v, rs in runs.items()}
+    summary["table"] = table_of(runs)
     return summary
 
 
@@ -461,8 +466,7 @@ def score_runs(manifest: dict, base, args, model=None, engine=None) -> dict:
                 runs.setdefault(variant, []).append(row)
     summary = {"runs": runs, "baselines": reference["baselines"], "args": vars(args),
                "total_time_s": time.perf_counter() - t_start}
-    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
-                        for v, rs in runs.items()}
+    summary["table"] = table_of(runs)
     return summary
 
 
@@ -511,8 +515,7 @@ def merge_summaries(summaries: list, names: list) -> dict:
                 runs.setdefault(variant, []).append({**r, "summary": name})
     summary = {"runs": runs, "baselines": first["baselines"], "args": {**first["args"], "merge": list(names)},
                "total_time_s": sum(s.get("total_time_s", 0.0) for s in summaries)}
-    summary["table"] = {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
-                        for v, rs in runs.items()}
+    summary["table"] = table_of(runs)
     return summary
 
 
@@ -604,4 +607,5 @@ def write(summary: dict, out: str) -> None:
 
 
 __all__ = ["eval_tasks", "format_table", "interval", "merge_summaries", "pick_step", "plot", "read_manifest",
-           "run_config", "run_quick", "run_table", "score_runs", "score_variants", "train_with_curve", "write"]
+           "run_config", "run_quick", "run_table", "score_runs", "score_variants", "table_of", "train_with_curve",
+           "write"]
