@@ -144,15 +144,19 @@ def run_engine(tiny_dir, decode, mesh, scan_layers=False, dtype="float32"):
         return engine.paged, scenario(engine), engine._state
 
 
-def assert_same_outputs(ref, got, atol):
+def assert_same_outputs(ref, got, atol, first_draw=True):
     """Greedy outputs token for token; the sampled ones (scenario's 1 and 3, top_p 0.9)
     up to their first differing draw (distributions that differ in rounding may draw
-    apart; the first token comes from the prefill, before any decode step)."""
+    apart). With first_draw the first sampled token, drawn from the prefill before any
+    decode step, must agree too; in bfloat16 it need not: the tiny random model's
+    distributions are nearly flat over 512 tokens, so a rounding of the prefill's logits
+    can move the draw (seen once in CI), while the greedy outputs still check the prefill
+    token for token."""
     for i, (a, b) in enumerate(zip(ref, got)):
         same = len(a.token_ids)
         if i in (1, 3):
             same = next((j for j, (x, y) in enumerate(zip(a.token_ids, b.token_ids)) if x != y), same)
-            assert same >= 1
+            assert same >= 1 or not first_draw
         assert a.token_ids[:same] == b.token_ids[:same] and len(a.token_ids) == len(b.token_ids)
         np.testing.assert_allclose(b.logprobs[:same], a.logprobs[:same], atol=atol)
 
@@ -179,7 +183,7 @@ def test_sharded_kernel_engine_equals_one_device(tiny_dir):
     one, ref, _ = run_engine(tiny_dir, "paged", make_mesh(devices=jax.devices()[:1]), True, "bfloat16")
     eight, got, state = run_engine(tiny_dir, "paged", make_mesh(data=2, fsdp=2, tensor=2), True, "bfloat16")
     assert one and eight
-    assert_same_outputs(ref, got, atol=0.03)  # bf16: the sharded programs sum in another order
+    assert_same_outputs(ref, got, atol=0.03, first_draw=False)  # bf16: the sharded programs sum in another order
     assert spec(state.cache.k) == ("tensor", ("data", "fsdp"), None, None)  # pages split by rows
 
 
