@@ -480,8 +480,10 @@ def merge_summaries(summaries: list, names: list) -> dict:
     rows in the order given, the table's means and intervals recomputed over them.
     Refuses (SystemExit naming the file and field) summaries whose config, held-out
     streams or --set overrides differ, whose rules or untrained controller scored
-    differently on those streams (another stream set or another code), or a run scored
-    twice under one variant (it would count one seed twice)."""
+    differently on those streams (another stream set or another code), a run scored
+    twice under one variant (it would count one seed twice), or a variant whose rows mix
+    runs trained as that variant with another variant's runs evaluated under its switches
+    (say, the static rule trained, and applied at evaluation to full's checkpoints)."""
     if not summaries:
         raise SystemExit("--merge: name at least one summary JSON")
     for s, name in zip(summaries, names):
@@ -512,7 +514,13 @@ def merge_summaries(summaries: list, names: list) -> dict:
                     raise SystemExit(f"--merge {name}: {variant!r} holds {r['run']} step {r['step']} again (it would "
                                      "count one trained seed twice); leave it out of one summary")
                 seen.add(key)
-                runs.setdefault(variant, []).append({**r, "summary": name})
+                had = runs.setdefault(variant, [])
+                if had and bool(had[0].get("evaluated_on")) != bool(r.get("evaluated_on")):
+                    kinds = {True: "evaluated on another variant's checkpoints", False: "trained as this variant"}
+                    raise SystemExit(f"--merge {name}: {variant!r} rows {kinds[bool(r.get('evaluated_on'))]} join rows "
+                                     f"{kinds[bool(had[0].get('evaluated_on'))]} (from {had[0]['summary']}): two "
+                                     "experiments under one name; leave one kind out of its summary's manifest")
+                had.append({**r, "summary": name})
     summary = {"runs": runs, "baselines": first["baselines"], "args": {**first["args"], "merge": list(names)},
                "total_time_s": sum(s.get("total_time_s", 0.0) for s in summaries)}
     summary["table"] = table_of(runs)

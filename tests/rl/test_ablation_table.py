@@ -253,6 +253,11 @@ def test_summaries_of_the_same_streams_merge_into_one_table_and_others_are_refus
         ablation_table.merge_summaries([a, other], ["a.json", "b.json"])
     with pytest.raises(SystemExit, match="r/s0 step 620 again"):
         ablation_table.merge_summaries([a, summary({"full": [a["runs"]["full"][0]]})], ["a.json", "c.json"])
+    rule_on_full = summary({"w/o tree action head": [{"accuracy": 0.25, "run": "r/s0", "step": 620,
+                                                      "evaluated_on": "full, step 620"}]})
+    with pytest.raises(SystemExit, match=r"'w/o tree action head' rows evaluated on another variant's checkpoints "
+                                         r"join rows trained as this variant \(from b.json\)"):
+        ablation_table.merge_summaries([b, rule_on_full], ["b.json", "c.json"])
 
     # the command line: the merged table printed, written as JSON and a figure
     paths = []
