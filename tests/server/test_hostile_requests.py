@@ -367,7 +367,7 @@ def test_a_refused_batch_cancels_what_it_had_queued(url, engine):
     assert status == 503 and "queued" in err["error"]["message"], err
     assert wait_idle(engine, 30), (engine.busy_slots, engine.queued)  # a loaded machine is slow
     # not 200 per accepted prompt: the slots stop before half their tokens, the queue never runs
-    # (20 a slot held on an idle machine; a busy one decodes more before the refusal lands)
+    # (a bound of 20 a slot held on an idle machine; a busy one decodes more before the refusal lands)
     assert engine.stats["generated_tokens"] - generated < 100 * engine.max_slots
     assert_serving(url)
 
