@@ -10,12 +10,41 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("ACTIVEMEM_COMPILE_CACHE", "off")  # entry points run here compile afresh (tests time them)
+
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+# One persistent compilation cache per test run, in a temporary directory removed at the
+# end: the entry points the tests start as subprocesses, and this process after it drops
+# its compiled programs (below), load what was compiled earlier in the run instead of
+# compiling it again. Nothing outside the run is read, so every run starts cold. A test
+# that times a compile turns the cache off for itself (`no_compile_cache`).
+if "ACTIVEMEM_COMPILE_CACHE" not in os.environ:
+    _RUN_CACHE = tempfile.mkdtemp(prefix="activemem-test-xla-")
+    os.environ["ACTIVEMEM_COMPILE_CACHE"] = _RUN_CACHE
+    atexit.register(shutil.rmtree, _RUN_CACHE, ignore_errors=True)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from activemem_jax.tooling import compile_cache  # noqa: E402
+
 jax.config.update("jax_default_matmul_precision", "highest")
+compile_cache.enable()  # $ACTIVEMEM_COMPILE_CACHE (the run's directory above, or "off")
+
+
+@pytest.fixture
+def no_compile_cache(monkeypatch):
+    """This test compiles afresh, in process and in the subprocesses it starts."""
+    from jax._src import compilation_cache as jax_cache  # is_cache_used is decided once: reset it
+
+    monkeypatch.setenv(compile_cache.ENV, "off")
+    jax.config.update("jax_enable_compilation_cache", False)
+    jax_cache.reset_cache()
+    yield
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax_cache.reset_cache()
 
 # XLA:CPU maps each compiled program's code into its own memory mappings; a process may
 # hold vm.max_map_count (65,530 by default) of them. The whole suite in one process

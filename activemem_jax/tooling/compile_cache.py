@@ -5,7 +5,8 @@ training step).
 The entry points (serve, launch.train, launch.chat, launch.eval_*) call `enable()`: on by
 default, in $XDG_CACHE_HOME/activemem-jax/xla (~/.cache/activemem-jax/xla). The
 environment variable ACTIVEMEM_COMPILE_CACHE=<dir> moves it and ACTIVEMEM_COMPILE_CACHE=off
-turns it off (the test suite does, and so must anything that times compiles); the
+turns it off (so must anything that times compiles; the test suite points it at a
+temporary directory of its own per run); the
 server's --compile-cache says the same on its command line. On a pod, point every host
 at one shared directory (a GCS bucket path works) or leave each its own.
 

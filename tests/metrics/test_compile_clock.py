@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from activemem_jax.metrics import compile_clock
 
 
-def test_counts_compiles_on_any_thread_and_not_cached_calls():
+def test_counts_compiles_on_any_thread_and_not_cached_calls(no_compile_cache):
     f = jax.jit(lambda x: jnp.tanh(x) * 3.0 + jnp.sin(x))
     c0 = compile_clock.seconds()
     f(jnp.ones((7, 5))).block_until_ready()

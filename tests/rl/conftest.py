@@ -39,17 +39,3 @@ def tiny_engine(tiny_model):
 
     with Engine(tiny_model, max_slots=16, max_len=512) as eng:
         yield eng
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_compiled_programs():
-    """Drop the compiled programs and garbage of earlier modules before each training
-    module: the whole suite in one process once crashed XLA's compiler (SIGSEGV) late in
-    tests/rl, and passed when those modules ran on their own."""
-    import gc
-
-    import jax
-
-    jax.clear_caches()
-    gc.collect()
-    yield
