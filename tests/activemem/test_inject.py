@@ -145,11 +145,15 @@ def test_gradients_reach_the_controller_and_the_backbone_stays_frozen(embedded_m
                       latent_init_std=0.05, rngs=nnx.Rngs(0))
     gd_c, params = nnx.split(ctrl, nnx.Param)
 
-    def loss_fn(params):
+    # the backbone's weights are an argument, not a closed-over constant: XLA would fold
+    # 135M constants into the program (minutes of compile), and the frozen backbone is the
+    # argument the gradient is not taken against
+    @jax.jit
+    def loss_fn(params, state_m):
         logp = policy_logprobs(nnx.merge(gd_m, state_m), nnx.merge(gd_c, params), batch)
         return -jnp.sum(logp * mask) / jnp.sum(mask)
 
-    loss, grads = jax.jit(jax.value_and_grad(loss_fn))(params)
+    loss, grads = jax.jit(jax.value_and_grad(loss_fn))(params, state_m)
     flat = {"/".join(map(str, p)): np.asarray(v) for p, v in jax.tree_util.tree_leaves_with_path(grads)}
     assert all(np.all(np.isfinite(g)) for g in flat.values())
     for name in ("mlp_in", "mlp_out", "latent"):
@@ -159,7 +163,7 @@ def test_gradients_reach_the_controller_and_the_backbone_stays_frozen(embedded_m
     new_params = optax.apply_updates(params, opt.update(grads, opt.init(params), params)[0])
     assert np.abs(np.asarray(new_params["latent"]["kernel"][...]) -
                   np.asarray(params["latent"]["kernel"][...])).max() > 0
-    assert loss_fn(new_params) < loss  # one step down the gradient lowers the loss
+    assert loss_fn(new_params, state_m) < loss  # one step down the gradient lowers the loss
     after = jax.tree.map(np.asarray, nnx.split(embedded_model.module)[1])
     jax.tree.map(np.testing.assert_array_equal, before, after)  # bit-identical backbone
 
@@ -172,12 +176,16 @@ def test_lora_starts_as_the_identity_and_trains_only_adapters(embedded_model):
     jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, merged), jax.tree.map(np.asarray, state))
     ids = jnp.asarray([embedded_model.tokenizer("Paris is the capital of")["input_ids"]])
 
-    def loss_fn(lora):
+    @jax.jit  # one program; the backbone's weights an argument (as in training), not constants
+    def loss_at(lora, state):
         model = nnx.merge(embedded_model.graphdef, merge_lora(state, lora, alpha=8.0))
         _, hidden, _ = model(ids)
         return -jnp.mean(token_logprobs(model, hidden, ids)[:, 1:])
 
-    grads = jax.grad(loss_fn)(lora)
+    def loss_fn(lora):
+        return loss_at(lora, state)
+
+    grads = jax.jit(jax.grad(loss_at))(lora, state)
     name = next(iter(lora))
     assert np.abs(np.asarray(grads[name]["b"])).max() > 0  # b gets the first gradient (a: 0, as b = 0)
     bumped = jax.tree.map(lambda x, g: x - 0.1 * g, lora, grads)

@@ -172,14 +172,14 @@ def test_loss_recomputes_p_bar_and_every_head_gets_gradient(scripted, embedded_m
     batch = {k: jnp.asarray(v) for k, v in batch.items() if k not in ("episode", "reward", "path", "scored")}
     params = {"controller": pol.params, "lora": {}}
     cfg = LossConfig(algo="sft")
-    grads = jax.grad(lambda p: loss_fn(p, embedded_model.state, batch, embedded_model.graphdef, pol.graphdef,
-                                       cfg)[0])(params)
+    # one jitted program per batch layout; the backbone's weights an argument (as in training)
+    grad_fn = jax.jit(jax.grad(lambda p, s, b: loss_fn(p, s, b, embedded_model.graphdef, pol.graphdef, cfg)[0]))
+    grads = grad_fn(params, embedded_model.state, batch)
     norms = {k: float(v) for k, v in head_grad_norms(grads).items()}
     assert all(v > 0 for v in norms.values()), norms  # shared, latent, tree, insert, gate, update
     # without the recomputation the write heads would get nothing: cut the path rows
     cut = {k: v for k, v in batch.items() if not (k.startswith("writer_") or k.startswith("path_"))}
-    grads = jax.grad(lambda p: loss_fn(p, embedded_model.state, cut, embedded_model.graphdef, pol.graphdef,
-                                       cfg)[0])(params)
+    grads = grad_fn(params, embedded_model.state, cut)
     cut_norms = {k: float(v) for k, v in head_grad_norms(grads).items()}
     assert cut_norms["grad_insert"] == cut_norms["grad_gate"] == cut_norms["grad_update"] == 0.0
 
