@@ -53,7 +53,7 @@ def no_compile_cache(monkeypatch):
 # limit, or past RSS_SHARE of the machine's memory split among the run's workers
 # (`-n 2`: two processes), the compiled programs are dropped between modules; later calls
 # load them from the run's compilation cache. Freed heap goes back to the system after
-# every module (glibc keeps it otherwise: 1-1.7 GB a module measured).
+# every module (glibc keeps it otherwise: 0.9-1.7 GB a module, measured).
 MAP_SHARE = 0.4
 RSS_SHARE = 0.5
 

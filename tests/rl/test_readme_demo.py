@@ -51,4 +51,3 @@ def test_readme_training_demo_in_ci_size(tmp_path):
     assert after["path_share"] >= 0.3 and after["inserts"] > 0
     losses = [m["token_loss"] for m in history[:SFT_STEPS]]
     assert sum(losses[-5:]) < sum(losses[:5]) / 4, losses
-
