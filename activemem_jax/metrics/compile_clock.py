@@ -6,7 +6,9 @@ own monitoring events, on every thread (the engine compiles on its own).
     run_time = time.perf_counter() - start - (compile_clock.seconds() - c0)
 
 Used to report time per trajectory with compilation excluded: the first batch of a new
-shape bucket would otherwise count minutes of XLA work as rollout time.
+shape bucket would otherwise count minutes of XLA work as rollout time. `breakdown()`
+splits the same seconds by phase and counts the XLA compiles (the test suite's
+`-p tests.compile_profile` records it per test).
 """
 
 from __future__ import annotations
@@ -16,16 +18,21 @@ import threading
 EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
           "/jax/core/compile/backend_compile_duration")
 
+PHASES = ("trace", "lower", "compile")  # EVENTS in order
 _lock = threading.Lock()
 _total = 0.0
+_by_phase = dict.fromkeys(PHASES, 0.0)
+_compiles = 0
 _installed = False
 
 
 def _listen(event: str, duration: float, **kwargs) -> None:
-    global _total
+    global _total, _compiles
     if event in EVENTS:
         with _lock:
             _total += duration
+            _by_phase[PHASES[EVENTS.index(event)]] += duration
+            _compiles += event == EVENTS[-1]
 
 
 def install() -> None:
@@ -47,4 +54,12 @@ def seconds() -> float:
         return _total
 
 
-__all__ = ["EVENTS", "install", "seconds"]
+def breakdown() -> dict:
+    """{"trace", "lower", "compile": seconds, "compiles": XLA compiles} since counting
+    began (a program loaded from the persistent cache is not a compile)."""
+    install()
+    with _lock:
+        return {**_by_phase, "compiles": _compiles}
+
+
+__all__ = ["EVENTS", "PHASES", "breakdown", "install", "seconds"]
