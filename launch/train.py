@@ -73,10 +73,10 @@ def _load_trained(policy, trainer):
 def evaluate_recall_before_after(trainers, cfg) -> dict:
     """Held-out recall (test names, the same tasks for every seed) of each trained
     controller and of the untrained one at the same init seed, with the tree telemetry
-    and the rules that need no training on those tasks. The spread is the range of the
-    after accuracies across the controllers trained from different init and data seeds
-    (and of the before ones); LEARNED needs after's mean to beat the best of before and
-    every no-training rule by more than it. With one seed there is no spread and no claim."""
+    and the rules that need no training on those tasks. LEARNED needs the trained seeds'
+    margin over each seed's untrained controller and over every no-training rule to have a
+    95% interval above zero, the interval covering the seeds and the test tasks
+    (`evaluate.recall_verdict`). With one seed there is no seed spread and no claim."""
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.tasks import recall_codes

@@ -215,6 +215,31 @@ def dossier_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES,
                       memory_sizes: Sequence[int] = DEFAULTS["memory_sizes"]) -> dict:
     """Accuracies of the rules that need no training (see the module doc), each the mean
     over episodes of the share of questions answered right."""
+    best, scores = _rule_scores(tasks, codes, memory_sizes)
+    out = {"chance": 1.0 / len(tuple(codes)), "best_constant_code": best}
+    out.update({r: float(np.mean([v for _, v in per])) for r, per in scores.items()})
+    out["ceiling"] = 1.0
+    return out
+
+
+def rule_units(tasks: Sequence[dict], codes: Sequence[str] = CODES,
+               memory_sizes: Sequence[int] = DEFAULTS["memory_sizes"]) -> dict:
+    """Each rule's accuracy per stream (the mean of its episodes' shares), {rule: {stream:
+    share}}: the units a held-out score's interval resamples (`metrics.intervals`), since
+    a stream's episodes share one memory."""
+    _, scores = _rule_scores(tasks, codes, memory_sizes)
+    out = {}
+    for rule, per in scores.items():
+        by: dict = {}
+        for unit, v in per:
+            by.setdefault(unit, []).append(v)
+        out[rule] = {unit: float(np.mean(v)) for unit, v in by.items()}
+    out["chance"] = {unit: 1.0 / len(tuple(codes)) for unit in out["best_constant"]}
+    return out
+
+
+def _rule_scores(tasks: Sequence[dict], codes: Sequence[str], memory_sizes: Sequence[int]) -> tuple[str, dict]:
+    """(the best constant code, {rule: [(stream, share right) per episode]}) for the rules but chance."""
     codes = tuple(codes)
     _need(len(codes) >= 2, f"data.codes={list(codes)}: baselines need at least 2 codes")
     _need(bool(tasks), "dossier baselines need at least one task")
@@ -227,6 +252,7 @@ def dossier_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES,
         [f"memory_{k}" for k in memory_sizes]
     scores: dict = {r: [] for r in rules}
     for stream in _streams(tasks):
+        unit = stream_unit(stream[0])
         every: dict = {}      # newest mention of any kind (store_all)
         first: dict = {}      # first fact (no_corrections)
         recent: dict = {}     # attribute -> (value, time of its last write) (memory_k)
@@ -257,11 +283,13 @@ def dossier_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES,
                     kept = set(order[:k])
                     right[f"memory_{k}"].append(float(recent[key][0] == gold) if key in kept else chance)
             for r in rules:
-                scores[r].append(float(np.mean(right[r])))
-    out = {"chance": chance, "best_constant_code": best}
-    out.update({r: float(np.mean(v)) for r, v in scores.items()})
-    out["ceiling"] = 1.0
-    return out
+                scores[r].append((unit, float(np.mean(right[r]))))
+    return best, scores
+
+
+def stream_unit(task: dict) -> str:
+    """The unit a task's score is resampled with: its stream (its id without one)."""
+    return str(task.get("stream", task["id"]))
 
 
 NO_TRAINING = ("chance", "best_constant", "last_code", "store_all", "no_corrections", "episode_only")
@@ -369,4 +397,4 @@ class DossierEnv:
 
 
 __all__ = ["ATTRIBUTES", "DEFAULTS", "DossierEnv", "NO_TRAINING", "TEMPLATES", "check_sizes", "dossier_baselines",
-           "make_dossier_tasks", "turns_per_episode"]
+           "make_dossier_tasks", "rule_units", "stream_unit", "turns_per_episode"]

@@ -89,6 +89,25 @@ def recall_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dic
     """Accuracies of the rules that need no training, on `tasks` (see the module doc):
     {"chance", "best_constant", "last_fact", "memory_1".."memory_N", "ceiling"}; each is
     the mean over episodes of the share of questions answered right, as the env scores."""
+    best, per_task = _rule_scores(tasks, codes)
+    out = {"chance": 1.0 / len(tuple(codes)), "best_constant": per_task.pop("best_constant"),
+           "best_constant_code": best, **per_task}
+    out = {k: float(np.mean(v)) if isinstance(v, list) else v for k, v in out.items()}
+    out["ceiling"] = 1.0
+    return out
+
+
+def rule_units(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dict:
+    """Each rule's accuracy per task, {rule: {task id: share right}} (the units a
+    held-out score's interval resamples, `metrics.intervals`); chance for every task."""
+    _, per_task = _rule_scores(tasks, codes)
+    out = {rule: {t["id"]: v for t, v in zip(tasks, scores)} for rule, scores in per_task.items()}
+    out["chance"] = {t["id"]: 1.0 / len(tuple(codes)) for t in tasks}
+    return out
+
+
+def _rule_scores(tasks: Sequence[dict], codes: Sequence[str]) -> tuple[str, dict]:
+    """(the best constant code, {rule: [share right per task]}) for the rules but chance."""
     codes = tuple(codes)
     if len(codes) < 2:
         raise ValueError(f"data.codes={list(codes)}: recall baselines need at least 2 codes (with one, every "
@@ -103,17 +122,15 @@ def recall_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dic
     counts = {c: sum(a.count(c) / len(a) for a in asked) for c in codes}
     best = max(codes, key=lambda c: (counts[c], -codes.index(c)))
 
-    def mean(per_task):
-        return float(np.mean([np.mean(x) for x in per_task]))
+    def share(per_task):
+        return [float(np.mean(x)) for x in per_task]
 
-    out = {"chance": chance, "best_constant": mean([[float(g == best) for g in a] for a in asked]),
-           "best_constant_code": best,
-           "last_fact": mean([[float(g == t["answers"][-1]) for g in a] for t, a in zip(tasks, asked)])}
+    out = {"best_constant": share([[float(g == best) for g in a] for a in asked]),
+           "last_fact": share([[float(g == t["answers"][-1]) for g in a] for t, a in zip(tasks, asked)])}
     for k in range(1, n + 1):  # remembers facts len - k .. len - 1; guesses (chance) otherwise
-        out[f"memory_{k}"] = mean([[1.0 if j >= len(t["names"]) - k else chance for j in t["order"]]
-                                   for t in tasks])
-    out["ceiling"] = 1.0
-    return out
+        out[f"memory_{k}"] = share([[1.0 if j >= len(t["names"]) - k else chance for j in t["order"]]
+                                    for t in tasks])
+    return best, out
 
 
 NO_TRAINING = ("chance", "best_constant", "last_fact")  # the rules a learned policy must beat
@@ -218,4 +235,4 @@ class RecallEnv:
 
 
 __all__ = ["CODES", "FACT", "NO_TRAINING", "QUESTION", "RecallEnv", "first_word", "make_recall_tasks", "name_pool",
-           "recall_baselines"]
+           "recall_baselines", "rule_units"]

@@ -67,26 +67,53 @@ def test_env_reports_answers_outside_the_code_set():
     assert info[0]["per_question_em"] == [1.0, 0.0] and info[0]["per_question_in_set"] == [1.0, 0.0]
 
 
-def _row(acc):
-    return {"accuracy": acc, "baselines": {"chance": 0.125, "best_constant": 0.2, "last_fact": 0.4,
-                                           "best_constant_code": "red", "memory_1": 0.3, "ceiling": 1.0},
-            "format_failure": 0.0, "path_share": 0.5, "path_len": 0.5, "tree_size": 4.0}
+def _rows(after, before=None, n=16):
+    """Verdict rows on n real test tasks: per-task accuracies `after[s]` (a number, or a rule
+    of rule_units to copy) for each seed s, `before` for every untrained controller."""
+    from activemem_jax.envs.recall import rule_units
+
+    tasks = make_recall_tasks("test", n, 4, seed=5, n_questions=6)
+    rules, baselines = rule_units(tasks), recall_baselines(tasks)
+
+    def row(score):
+        units = dict(rules[score]) if isinstance(score, str) else {t["id"]: float(score) for t in tasks}
+        return {"accuracy": float(np.mean(list(units.values()))), "baselines": baselines, "units": units,
+                "rule_units": rules, "format_failure": 0.0, "path_share": 0.5, "path_len": 0.5, "tree_size": 4.0}
+
+    out = {f"before (seed {s})": row(before or 0.0) for s in range(len(after))}
+    out.update({f"after (seed {s})": row(a) for s, a in enumerate(after)})
+    return out
 
 
-def test_verdict_needs_a_spread_and_the_best_untrained_rule():
+def test_verdict_needs_an_interval_over_seeds_and_questions():
     from activemem_jax.activemem.evaluate import recall_verdict
     from activemem_jax.envs.recall import NO_TRAINING
 
-    one = recall_verdict({"before (seed 0)": _row(0.0), "after (seed 0)": _row(0.9)}, NO_TRAINING)
-    assert one["learned"] is None and one["spread"] is None  # one seed: no claim
-    # after beats before (0.0) but not the last-fact rule (0.4) by more than the spread
-    close = recall_verdict({"before (seed 0)": _row(0.0), "before (seed 1)": _row(0.0),
-                            "after (seed 0)": _row(0.45), "after (seed 1)": _row(0.55)}, NO_TRAINING)
-    assert close["best_untrained_rule"] == "last_fact" and close["margin"] == pytest.approx(0.1)
-    assert close["spread"] == pytest.approx(0.1) and close["learned"] is False
-    far = recall_verdict({"before (seed 0)": _row(0.1), "before (seed 1)": _row(0.1),
-                          "after (seed 0)": _row(0.8), "after (seed 1)": _row(0.85)}, NO_TRAINING)
-    assert far["learned"] is True and far["margin"] == pytest.approx(0.425)
+    one = recall_verdict(_rows([0.9]), NO_TRAINING)
+    assert one["learned"] is None and one["spread"] is None and one["interval"] is None  # one seed: no claim
+    # a perfect 3-fact memory in both seeds: LEARNED, and it beats the 2-fact memory but not its own
+    three = recall_verdict(_rows(["memory_3", "memory_3"]), NO_TRAINING)
+    assert three["learned"] is True and three["beats_memory"] == 2 and three["spread"] == 0.0
+    assert three["best_untrained_rule"] == "last_fact" and three["interval"]["lo"] > 0
+    # two seeds a hair above the last-fact rule (one more right answer than it on 4 tasks, one
+    # fewer on 2): no spread between the seeds, but the questions leave the interval across zero
+    rules = _rows(["last_fact"])["after (seed 0)"]["rule_units"]
+    step = {0: 1 / 6, 2: -1 / 6}
+    nudged = {u: min(1.0, max(0.0, v + (step.get(i % 4, 0.0) if i % 8 != 6 else 0.0)))
+              for i, (u, v) in enumerate(rules["last_fact"].items())}
+    close = _rows([0.0, 0.0])
+    for s in (0, 1):
+        close[f"after (seed {s})"].update(units=nudged, accuracy=float(np.mean(list(nudged.values()))))
+    near = recall_verdict(close, NO_TRAINING)
+    assert near["spread"] == 0.0 and 0 < near["margin"] < 0.05
+    assert near["interval"]["against"] == "last_fact" and near["interval"]["lo"] < 0 < near["interval"]["hi"]
+    assert near["learned"] is False and near["beats_memory"] == 0
+    # one seed far above every rule, one at the last-fact rule: the weaker seed decides
+    mixed = recall_verdict(_rows([1.0, "last_fact"]), NO_TRAINING)
+    assert mixed["margin"] > 0.25 and mixed["learned"] is False
+    # against each seed's own untrained controller: a controller as good before as after has learned nothing
+    same = recall_verdict(_rows(["memory_4", "memory_4"], before="memory_4"), NO_TRAINING)
+    assert same["interval"]["against"] == "before" and same["learned"] is False
 
 
 def test_evaluation_leaves_the_policy_unchanged(embedded_model, engine):
