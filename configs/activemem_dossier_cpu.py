@@ -10,7 +10,7 @@ their own (`optim.lr_grpo`; at the SFT rate GRPO collapses to reward 0) with the
 sampled at temperature 8 (after SFT its choices are 10-50 nats apart and its GRPO gradient
 is exactly 0 at T = 1). Held-out streams before vs after, beside the rules that need no
 training (store_all is the threshold rule with perfect retrieval). The switches and what
-was measured to choose them: docs/memory_streams.md (sections 7-11).
+was measured to choose them: the runs logged in the git history of docs/memory_streams.md.
 
     python -m launch.train --config configs/activemem_dossier_cpu.py "--config.train.seeds=()"
 """

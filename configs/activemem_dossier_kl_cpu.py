@@ -1,4 +1,4 @@
-"""The dossier recipe of docs/memory_streams.md sections 20-21:
+"""A dossier recipe (docs/results.md, recipes tried):
 configs/activemem_dossier_mix_cpu.py on 3,420 training names (`data.dossier.name_syllables=3`;
 190 let the controller fit names it will not see again), twice the SFT (600 steps: reading
 the newest write of a fact rose from 0.81 to 0.93-0.95 of the questions whose path ends on

@@ -9,8 +9,8 @@ not keep up with them). With the paper's utility rule as written a node starts a
 0 and one read leaves it at beta x S, below a stale node read in earlier episodes; here a
 node the episode wrote counts as activated (`policy.credit_writes`), its first activation
 sets its utility (`policy.utility_start="first"`), and an unread node decays
-(`idle_utility="decay"`, as in the base recipe) at beta 0.3. Measured: docs/memory_streams.md
-section 13.
+(`idle_utility="decay"`, as in the base recipe) at beta 0.3. Measured in the runs logged in the git
+history of docs/memory_streams.md (long streams).
 
     python -m launch.train --config configs/activemem_dossier_long_cpu.py "--config.train.seeds=()"
     python -m launch.score_streams --config configs/activemem_dossier_long_cpu.py --variants "full,w/o merge/delete"

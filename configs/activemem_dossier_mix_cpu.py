@@ -1,4 +1,4 @@
-"""The dossier recipe where GRPO beats SFT (docs/memory_streams.md section 18): 300 SFT steps
+"""The dossier recipe where GRPO beats SFT (docs/results.md, recipes tried): 300 SFT steps
 on dossier streams in which the tree head learns a soft target, half the expert's write
 and half the threshold rule's action on the same state (`train.sft_head="mix"`), so it is
 sure where the two agree (a new entity's fact, a correction) and hesitates where the rule

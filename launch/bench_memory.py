@@ -80,7 +80,7 @@ def main():
                    help="dossier --runs: validation streams (training names) that choose a \"select\" checkpoint")
     p.add_argument("--val-seed", type=int, default=99,
                    help="dossier --runs: the validation streams' data seed over the config's (99: the one "
-                        "docs/memory_streams.md section 23 chose with)")
+                        "published span table was chosen with)")
     p.add_argument("--seeds", type=int, default=3, help="dossier: training seeds of the main variants")
     p.add_argument("--other-seeds", type=int, default=3, help="dossier: seeds of the other variants")
     p.add_argument("--three-seed-variants", default="full,SFT only,w/o tree action head,flat tree",

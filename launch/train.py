@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from absl import app
 from absl import logging as absl_logging
@@ -156,7 +157,7 @@ def main(argv):
     preemption.install()  # SIGTERM / SIGINT: finish the step, save it, exit EXIT_PREEMPTED (75)
     with config_errors():
         configs = seed_configs(cfg)
-    trainers, summary = [], {}
+    trainers, summary, started = [], {}, time.perf_counter()
     model = engine = None
     preempted = None
     try:
@@ -191,6 +192,9 @@ def main(argv):
         if trainers:
             owner.close()  # the engine's owner last
     if jax.process_index() == 0:
+        from launch.bench_report import provenance
+
+        summary["provenance"] = {**provenance(cfg), "wall_s": round(time.perf_counter() - started, 1)}
         os.makedirs(cfg.out_dir, exist_ok=True)
         with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, default=float)

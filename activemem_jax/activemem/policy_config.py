@@ -60,7 +60,7 @@ class PolicyConfig:
     idle_utility: str = "keep"     # a node no activation reached this episode: keep its utility EMA, or
                                    # "decay" it (S = 0), so memories that are no longer read get pruned
     utility_start: str = "zero"    # S_EMA of a node never activated before: starts at 0 (the EMA's
-                                   # prior) | "first": its first episode's S sets it (memory_streams.md 13)
+                                   # prior) | "first": its first episode's S sets it (docs/design.md#maintenance)
     credit_writes: bool = False    # a node the episode inserted counts as activated by it (credited
                                    # with its return), so a fresh memory is not ranked as never used
     max_tokens: int = 128          # per turn

@@ -574,7 +574,7 @@ def plot(summary: dict, path: str) -> None:
     bars.bar(range(len(names)), means, yerr=errs, capsize=4)
     rules = {k: v for k, v in summary["baselines"].items() if isinstance(v, float) and k != "ceiling"}
     strongest = max(rules, key=rules.get) if rules else None
-    lines = [(strongest, "-", f"{strongest} (strongest rule)")] if strongest else []
+    lines = [(strongest, "-", f"{strongest} (the best rule computed)")] if strongest else []
     lines += [(k, style, k) for k, style in (("episode_only", ":"), ("store_all", "--"), ("best_constant", "-."))
               if k in rules and k != strongest]
     for rule, style, label in lines:
