@@ -59,7 +59,7 @@ setup(
     name="activemem-jax",
     version="0.1.0",
     description="ActiveMem latent-memory controller and HyMem orchestrator on frozen LLMs (JAX/Flax)",
-    packages=find_packages(include=["activemem_jax", "activemem_jax.*", "hymem", "hymem.*"]),
+    packages=find_packages(include=["activemem_jax", "activemem_jax.*", "hymem", "hymem.*", "configs", "configs.*"]),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,

@@ -43,9 +43,6 @@ def apply_overrides(cfg, pairs: Iterable) -> None:
 def load_config(path: str, overrides: Iterable = ()):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such config file")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-    if root not in sys.path:  # configs import configs.activemem_base
-        sys.path.insert(0, root)
     spec = importlib.util.spec_from_file_location("config_file", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,7 +11,7 @@ save still competes with the next steps for cores and disk, so the stall counts 
 steps after the save as well as the call; the wait for the last save to finish is
 reported apart.
 
-    python launch/bench_checkpoint.py [--config configs/activemem_dossier_cpu.py] [--saves 5]
+    python launch/bench_checkpoint.py [--config configs/experiments/dossier_base.py] [--saves 5]
         [--every 2] [--step-ms 500] [--set policy.capacity=4096]
 """
 
@@ -93,7 +93,7 @@ def run_mode(step, state, steps: int, every: int, async_save, directory: str) ->
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="configs/activemem_dossier_cpu.py")
+    ap.add_argument("--config", default="configs/experiments/dossier_base.py")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     ap.add_argument("--saves", type=int, default=5)
     ap.add_argument("--every", type=int, default=2)

@@ -1,8 +1,8 @@
 """Benchmark: does ActiveMem's memory decide the score? Recall on held-out names.
 
     python -m launch.bench_memory [--sft-steps 100 --grpo-steps 2 --eval-tasks 32 --set optim.lr_controller=1e-3]
-    python -m launch.bench_memory --task dossier [--quick]   # the ablation table: activemem_jax/rl/ablation_table.py
-    python -m launch.bench_memory --task dossier --config configs/activemem_dossier_long_cpu.py  # maintenance acts
+    python -m launch.bench_memory --task dossier [--quick]   # the ablation table: launch/ablation/table.py
+    python -m launch.bench_memory --task dossier --config configs/experiments/dossier_long.py  # maintenance acts
     python -m launch.bench_memory --task dossier --runs runs.json  # score runs trained elsewhere (one job each)
     python -m launch.bench_memory --task dossier --merge results/dossier_span/*.json  # one table of several
     # a run's entry {"run": DIR, "select": [620, 640]}: the checkpoint chosen on validation streams
@@ -59,12 +59,12 @@ def _config(overrides: dict, args, out_dir: str):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", choices=("recall", "dossier"), default="recall",
-                   help="recall: the table below; dossier: the ablation table (activemem_jax/rl/ablation_table.py)")
+                   help="recall: the table below; dossier: the ablation table (launch/ablation/table.py)")
     p.add_argument("--sft-steps", type=int, default=None, help="recall 100, dossier the config's (600)")
     p.add_argument("--grpo-steps", type=int, default=None, help="recall 2, dossier 20")
-    p.add_argument("--config", default="configs/activemem_dossier_mix_cpu.py",
+    p.add_argument("--config", default="configs/experiments/dossier_mix.py",
                    help="dossier: the base config file (the default: the recipe where GRPO beats SFT; "
-                        "configs/activemem_dossier_long_cpu.py: 12-episode streams, where maintenance acts)")
+                        "configs/experiments/dossier_long.py: 12-episode streams, where maintenance acts)")
     p.add_argument("--runs", default=None, metavar="MANIFEST.json",
                    help="dossier: train nothing; score the checkpoints a JSON manifest names, {variant: [{\"run\": "
                         "out_dir, \"step\": N, \"seed\": k}, ...]} (one launch.train job per variant and seed, "
@@ -108,7 +108,7 @@ def main():
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.tasks import build_section
     from activemem_jax.rl.trainer import Trainer
-    from activemem_jax.rl.ablation_table import train_with_curve
+    from launch.ablation.table import train_with_curve
 
     t_start = time.perf_counter()
     base = _config({}, args, "")
@@ -162,7 +162,7 @@ def _read_summary(path: str) -> dict:
 
 def _dossier(args):
     from activemem_jax.activemem.ablations import ABLATIONS
-    from activemem_jax.rl import ablation_table
+    from launch.ablation import table as ablation_table
 
     from activemem_jax.config_files import config_errors, load_config
 

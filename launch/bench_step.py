@@ -1,7 +1,7 @@
 """Benchmark: the time of one training step, this checkout against an earlier commit.
 
     python -m launch.bench_step [--against 9986f37 --sft 4 --grpo 3 --set model.dtype=float32]
-    python -m launch.bench_step --recipe activemem_dossier_cpu --against 5735324
+    python -m launch.bench_step --recipe experiments.dossier_base --against 5735324
 
 Runs README command 1's config (configs/activemem_tiny_cpu.py, one seed; `--recipe` names
 another module of configs/) for a few SFT steps and then a few GRPO steps, in this

@@ -94,7 +94,7 @@ def demo(root: str) -> list[str]:
 
 
 def ablation(root: str) -> list[str]:
-    from activemem_jax.rl import ablation_table
+    from launch.ablation import table as ablation_table
 
     paths = sorted(glob.glob(os.path.join(root, "dossier_span", "*.json")))
     if not paths:
@@ -106,10 +106,15 @@ def ablation(root: str) -> list[str]:
     out = [f"**ActiveMem ablations** (Table 2 in miniature: dossier streams of 4 episodes, "
            f"{args.get('sft_steps')} SFT + {args.get('grpo_steps')} span GRPO steps per run, each run's "
            f"checkpoint chosen on validation streams; {n_questions} held-out streams; "
-           f"{_source(first.get('provenance'))}; merged from {len(paths)} summaries):",
+           + (_source(first["provenance"]) if first.get("provenance") else
+              f"each summary from `python -m launch.bench_memory --task dossier --config {args.get('config')} "
+              f"--runs MANIFEST --eval-streams {n_questions}` (launch/ablation/manifests/), its date and machine "
+              "not recorded")
+           + f"; merged from {len(paths)} summaries by `--merge`):",
            "",
-           "| variant | accuracy | 95% t interval over seeds | seeds | answers not a code | nodes by depth | pruned | merged | what the row switches |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| variant | accuracy | 95% t interval over seeds | seeds | steps scored | answers not a code | "
+           "nodes by depth | pruned | merged | what the row switches |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     order = sorted(table, key=lambda v: (v == "untrained", -table[v]["mean"]))
     for v in order:
         rs = s["runs"][v]
@@ -123,7 +128,8 @@ def ablation(root: str) -> list[str]:
         ci = "-" if t["ci95"] != t["ci95"] else f"± {t['ci95']:.3f}"
         pruned = sum(r.get("pruned", 0) for r in rs) / len(rs)
         merged = sum(r.get("merged", 0) for r in rs) / len(rs)
-        out.append(f"| {v} | {t['mean']:.3f} | {ci} | {t['seeds']} | {fail:.2f} | {hist} | {pruned:.1f} | "
+        steps = " / ".join(str(r["step"]) for r in rs if r.get("step") is not None) or "-"
+        out.append(f"| {v} | {t['mean']:.3f} | {ci} | {t['seeds']} | {steps} | {fail:.2f} | {hist} | {pruned:.1f} | "
                    f"{merged:.1f} | {ABLATION_NOTES.get(v, '')} |")
     b = s["baselines"]
     rules = [k for k, v in b.items() if isinstance(v, float) and k not in ("ceiling",)]

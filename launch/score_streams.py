@@ -4,8 +4,8 @@ ablation (`activemem/ablations.py`: "w/o merge/delete", "flat tree", "w/o HLMT",
 Every variant restores the same checkpoint and replays the same streams, each stream's
 episodes in order from an empty tree (`activemem.evaluate.evaluate_streams`).
 
-    python -m launch.score_streams --config configs/activemem_dossier_long_cpu.py \
-        [--run runs/activemem_dossier_long_cpu] [--step 600] [--variants "full,w/o merge/delete"] \
+    python -m launch.score_streams --config configs/experiments/dossier_long.py \
+        [--run runs/dossier_long] [--step 600] [--variants "full,w/o merge/delete"] \
         [--streams 8] [--split train] [--config.policy.utility_start=zero] [--out scores.json] \
         [--forced-writes question]   # a diagnosis: questions write nothing, the rest by the head
 
@@ -33,7 +33,7 @@ def main(argv=None) -> dict:
     from activemem_jax.activemem.ablations import evaluation_ablations, evaluation_overrides
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="configs/activemem_dossier_cpu.py", help="the run's config file")
+    p.add_argument("--config", default="configs/experiments/dossier_base.py", help="the run's config file")
     p.add_argument("--run", default=None, help="the run's out_dir (default: the config's out_dir)")
     p.add_argument("--step", type=int, default=None, help="checkpoint step (default: the newest)")
     p.add_argument("--variants", default="full",
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
-    from activemem_jax.rl.ablation_table import score_variants
+    from launch.ablation.table import score_variants
 
     model = build.model(cfg)
     with build.engine(cfg, model) as engine:

@@ -157,6 +157,9 @@ def main(argv):
     preemption.install()  # SIGTERM / SIGINT: finish the step, save it, exit EXIT_PREEMPTED (75)
     with config_errors():
         configs = seed_configs(cfg)
+    from launch.bench_report import provenance
+
+    source = provenance(cfg)  # at the start: the code that runs, not the tree at the end
     trainers, summary, started = [], {}, time.perf_counter()
     model = engine = None
     preempted = None
@@ -192,9 +195,7 @@ def main(argv):
         if trainers:
             owner.close()  # the engine's owner last
     if jax.process_index() == 0:
-        from launch.bench_report import provenance
-
-        summary["provenance"] = {**provenance(cfg), "wall_s": round(time.perf_counter() - started, 1)}
+        summary["provenance"] = {**source, "wall_s": round(time.perf_counter() - started, 1)}
         os.makedirs(cfg.out_dir, exist_ok=True)
         with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, default=float)

@@ -117,7 +117,7 @@ LONGEST_FIRST = (
     "tests/activemem/test_rollout.py",          # 169
     "tests/engine/test_engine.py",              # 145
     "tests/models/test_decode_kernel.py",       # 133
-    "tests/rl/test_ablation_table.py",          # 122
+    "tests/launch/test_ablation_table.py",      # 122
     "tests/activemem/test_memory_acts.py",      # 120
     "tests/hymem/test_end_to_end.py",           # 113
     "tests/rl/test_sft_and_demo.py",            # 112

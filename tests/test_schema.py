@@ -6,8 +6,8 @@ import pytest
 from activemem_jax import schema
 from activemem_jax.config_files import load_config
 
-CONFIGS = ("activemem_tiny_cpu", "activemem_dossier_cpu", "activemem_dossier_long_cpu", "activemem_dossier_mix_cpu",
-           "activemem_dossier_kl_cpu", "activemem_dossier_span_cpu", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
+CONFIGS = ("activemem_tiny_cpu", "experiments/dossier_base", "experiments/dossier_long", "experiments/dossier_mix",
+           "experiments/dossier_kl", "experiments/dossier_span", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
            "activemem_smollm3_3b", "activemem_sft_synthetic")
 
 
@@ -135,13 +135,13 @@ def test_tools_with_a_config_take_abls_override_spelling_too():
 def test_a_dossier_the_tree_cannot_hold_is_refused_naming_the_fields():
     """A depth-1 (flat) tree holds max_children facts under its root: a dossier that keeps
     more live facts than that cannot be answered from the tree, and stops at load."""
-    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1"])
+    cfg = load_config("configs/experiments/dossier_base.py", ["policy.max_depth=1"])
     assert schema.load(cfg).policy.max_depth == 1  # 2 x 2 x 2 = 8 live facts fit 16 slots
-    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1", "policy.max_children=4"])
+    cfg = load_config("configs/experiments/dossier_base.py", ["policy.max_depth=1", "policy.max_children=4"])
     with pytest.raises(schema.ConfigError, match=r"policy.max_depth=1 holds at most min\(policy.max_children=4, "
                                                  r"policy.capacity - 1=255\) nodes, but these episodes keep 8"):
         schema.load(cfg)
-    cfg = load_config("configs/activemem_dossier_cpu.py", ["policy.max_depth=1", "policy.capacity=6"])
+    cfg = load_config("configs/experiments/dossier_base.py", ["policy.max_depth=1", "policy.capacity=6"])
     with pytest.raises(schema.ConfigError, match=r"policy.capacity - 1=5\) nodes"):
         schema.load(cfg)
 

@@ -24,7 +24,7 @@ ABLATIONS = {
 
 
 # overrides that act only after the SFT warm start: a variant made of these alone continues
-# the same SFT run as "full" (activemem_jax/rl/ablation_table.py trains that run once per seed; a
+# the same SFT run as "full" (launch/ablation/table.py trains that run once per seed; a
 # resumed run repeats an uninterrupted one, so the branch is the variant's own run)
 AFTER_SFT = ("train.grpo_steps", "train.lambda_h", "train.credit", "train.write_credit", "train.tree_kl",
              "train.grpo_span", "optim.lr_grpo",

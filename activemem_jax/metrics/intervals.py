@@ -1,5 +1,7 @@
-"""A 95% interval for "the trained controllers beat this rule" that covers both sources of
-chance in a held-out score: which seeds were trained and which questions were asked.
+"""Intervals for held-out scores: `t_interval`, Student's t over trained seeds (the ablation
+table), and `bootstrap_margin`, a 95% interval for "the trained controllers beat this rule"
+that covers both sources of chance in a held-out score: which seeds were trained and which
+questions were asked.
 
 Scores come per unit (a recall task, or a dossier stream with its episodes: the
 questions that share a memory): `trained[s][u]` is seed s's accuracy on unit u, and a
@@ -17,6 +19,7 @@ near the weaker seed's own margin less its question noise.
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence, Union
 
 import numpy as np
@@ -58,4 +61,19 @@ def bootstrap_margin(trained: Sequence[Mapping[str, float]], reference: Referenc
     return {"margin": float(diff.mean()), "lo": float(lo), "hi": float(hi), "seeds": s, "units": u}
 
 
-__all__ = ["bootstrap_margin"]
+# Student's t quantile t(0.975, n - 1) for n - 1 = 1..9 (a 95% two-sided interval)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def t_interval(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% Student's t interval over `values`, one per trained seed;
+    nan with one value). Past 10 values the normal quantile 1.96 stands in for t."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, float("nan")
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
+
+
+__all__ = ["T975", "bootstrap_margin", "t_interval"]

@@ -4,11 +4,11 @@ import pytest
 
 from activemem_jax.activemem.ablations import ABLATIONS, apply_ablation, shares_sft
 from activemem_jax.activemem.policy_config import PolicyConfig
-from configs import activemem_dossier_cpu
+from configs.experiments import dossier_base
 
 
 def test_every_ablation_builds_a_valid_policy_and_changes_what_it_names():
-    base = activemem_dossier_cpu.get_config()
+    base = dossier_base.get_config()
     assert set(ABLATIONS) >= {"full", "SFT only", "w/o HLMT", "w/o latent injection", "w/o tree action head",
                               "w/o hierarchical advantage", "w/o merge/delete", "flat tree"}
     for name in ABLATIONS:

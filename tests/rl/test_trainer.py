@@ -111,9 +111,9 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
     step samples the questions' searches, credits them per turn and credits writes by the
     answers after them."""
     from activemem_jax.rl.trainer import Trainer
-    from configs import activemem_dossier_cpu
+    from configs.experiments import dossier_base
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = dossier_base.get_config()
     cfg.out_dir = str(tmp_path)
     cfg.log.tensorboard = False
     cfg.policy.update(hidden=32)
@@ -168,7 +168,7 @@ def test_dossier_streams_train_in_order_through_their_own_trees(tmp_path, tiny_m
         resumed.close()
     # the checkpoint scored on a held-out stream with and without episode-end maintenance
     # (launch/score_streams.py): the same restored step, a prune each episode only with it
-    from activemem_jax.rl.ablation_table import score_variants
+    from launch.ablation.table import score_variants
 
     scored = cfg.copy_and_resolve_references()
     scored.policy.update(prune_fraction=0.5, utility_start="first", credit_writes=True)
@@ -189,9 +189,9 @@ def test_the_tree_kl_holds_grpo_near_the_head_it_started_from(tmp_path, tiny_mod
     import shutil
 
     from activemem_jax.rl.trainer import Trainer
-    from configs import activemem_dossier_cpu
+    from configs.experiments import dossier_base
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = dossier_base.get_config()
     cfg.out_dir = str(tmp_path)
     cfg.log.tensorboard = False
     cfg.policy.update(hidden=32, tree_temperature=1.0)
@@ -247,9 +247,9 @@ def test_a_grpo_span_runs_a_streams_consecutive_episodes_as_one_rollout(tmp_path
     batches of the stream order, commits both episodes' writes to the stream's tree; a span
     that does not tile the streams stops at start with the field named."""
     from activemem_jax.rl.trainer import Trainer
-    from configs import activemem_dossier_cpu
+    from configs.experiments import dossier_base
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = dossier_base.get_config()
     cfg.out_dir = str(tmp_path)
     cfg.log.tensorboard = False
     cfg.policy.update(hidden=32, tree_temperature=1.0, max_ops=32)

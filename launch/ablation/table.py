@@ -2,7 +2,7 @@
 dossier streams and the embedded model: `python -m launch.bench_memory --task dossier`
 (its command line; this module holds the table, so tests and other launchers use it too).
 
-    summary = run_table(args, base)   # base: configs/activemem_dossier_cpu.py's config
+    summary = run_table(args, base)   # base: configs/experiments/dossier_base.py's config
     summary = run_quick(args, base)   # --quick: one trained run, the evaluation ablations on it
     summary = merge_summaries([a, b], ["a.json", "b.json"])  # --merge: summaries of the same streams
 
@@ -31,22 +31,10 @@ import shutil
 import tempfile
 import time
 
+from activemem_jax.metrics.intervals import t_interval as interval
+
 STEP_KEYS = ("step", "algo", "token_loss", "key_acc", "reward_mean", "tree_path_share", "tree_size",
              "tree_pruned", "tree_merged", "time_step")
-
-# Student's t quantile t(0.975, n - 1) for n - 1 = 1..9 (a 95% two-sided interval)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def interval(values) -> tuple[float, float]:
-    """(mean, half-width of the 95% t interval; nan with one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, float("nan")
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, T975.get(n - 1, 1.96) * sd / math.sqrt(n)
-
 
 def table_of(runs: dict) -> dict:
     """{variant: {"mean", "ci95", "seeds"}} over each variant's rows' accuracies."""

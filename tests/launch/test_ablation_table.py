@@ -1,8 +1,8 @@
-"""The dossier ablation bench's statistics and table (activemem_jax/rl/ablation_table.py)."""
+"""The dossier ablation bench's statistics and table (launch/ablation/table.py)."""
 
 import math
 
-from activemem_jax.rl import ablation_table
+from launch.ablation import table as ablation_table
 
 
 def test_the_95_percent_interval_by_hand():
@@ -31,9 +31,9 @@ def test_quick_trains_full_once_and_scores_the_evaluation_ablations_on_its_check
     import argparse
 
     from activemem_jax.activemem.ablations import evaluation_ablations
-    from configs import activemem_dossier_cpu
+    from configs.experiments import dossier_base
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = dossier_base.get_config()
     cfg.policy.update(hidden=32, prune_fraction=0.5, utility_start="first", credit_writes=True)
     cfg.data.dossier.update(streams=4, episodes=3, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
@@ -107,9 +107,9 @@ def test_streams_of_the_training_names_are_drawn_apart_from_the_held_out_ones():
     """score_streams --split train: unseen streams whose entities come from the training
     names only; the default (held-out) streams use the test names only."""
     from activemem_jax.envs.recall import name_pool
-    from configs import activemem_dossier_mix_cpu
+    from configs.experiments import dossier_mix
 
-    cfg = activemem_dossier_mix_cpu.get_config()
+    cfg = dossier_mix.get_config()
 
     def names(tasks):
         return {turn["name"] for task in tasks for turn in task["turns"] if turn.get("name")}
@@ -157,9 +157,9 @@ def test_a_run_s_checkpoint_is_chosen_on_validation_streams_of_the_training_name
     import pytest
 
     from activemem_jax.rl.trainer import Trainer
-    from configs import activemem_dossier_cpu
+    from configs.experiments import dossier_base
 
-    cfg = activemem_dossier_cpu.get_config()
+    cfg = dossier_base.get_config()
     cfg.policy.update(hidden=32)
     cfg.data.dossier.update(streams=4, episodes=2, questions=2, decoys=1, corrections=1, reminders=0)
     cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
@@ -216,7 +216,7 @@ def test_summaries_of_the_same_streams_merge_into_one_table_and_others_are_refus
     import pytest
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    args = {"config": "configs/activemem_dossier_span_cpu.py", "eval_streams": 32, "set": []}
+    args = {"config": "configs/experiments/dossier_span.py", "eval_streams": 32, "set": []}
     rules = {"store_all": 0.396, "memory_8": 0.962, "best_constant_code": "red"}
     untrained = [{"accuracy": 0.125}]
 
@@ -266,7 +266,7 @@ def test_summaries_of_the_same_streams_merge_into_one_table_and_others_are_refus
         (tmp_path / name).write_text(json.dumps(s))
     out = tmp_path / "merged.json"
     done = subprocess.run([sys.executable, "-m", "launch.bench_memory", "--task", "dossier", "--config",
-                           "configs/activemem_dossier_span_cpu.py", "--merge", *paths, "--out", str(out)],
+                           "configs/experiments/dossier_span.py", "--merge", *paths, "--out", str(out)],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| full | 0.826 | +/- " in done.stdout and "| w/o tree action head | 0.300 | - | 1 |" in done.stdout
