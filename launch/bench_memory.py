@@ -106,6 +106,7 @@ def main():
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
+    from launch import eval_report as report
     from activemem_jax.tasks import build_section
     from activemem_jax.rl.trainer import Trainer
     from launch.ablation.table import train_with_curve
@@ -136,7 +137,7 @@ def main():
                 shutil.rmtree(out, ignore_errors=True)
             curves[name], steps[name], times[name] = curve, history, time.perf_counter() - t0
             jax.clear_caches()
-    print(ev.format_recall_table(rows))
+    print(report.format_recall_table(rows))
     full, no_tree = rows.get("activemem"), rows.get("w/o HLMT")
     summary = {"rows": rows, "curves": curves, "steps": steps, "train_time_s": times, "total_time_s": time.perf_counter() - t_start,
                "args": vars(args)}

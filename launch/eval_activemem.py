@@ -29,6 +29,7 @@ def run(cfg) -> dict:
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
+    from launch import eval_report as report
     from activemem_jax.tasks import build_section, require_env
 
     console = Console(stderr=True)
@@ -66,10 +67,10 @@ def run(cfg) -> dict:
     summary = ev.summarize(rows)
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump({v: {str(n): s for n, s in by_n.items()} for v, by_n in summary.items()}, f, indent=1)
-    table = ev.format_table(summary)
+    table = report.format_table(summary)
     with open(os.path.join(cfg.out_dir, "summary.md"), "w") as f:
         f.write(table + "\n")
-    ev.plot_peak_tokens(summary, os.path.join(cfg.out_dir, "peak_tokens_vs_n.png"))
+    report.plot_peak_tokens(summary, os.path.join(cfg.out_dir, "peak_tokens_vs_n.png"))
     print(table)
     print(f"wrote {cfg.out_dir}")
     return summary

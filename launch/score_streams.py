@@ -73,14 +73,15 @@ def main(argv=None) -> dict:
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
+    from launch import eval_report as report
     from launch.ablation.table import score_variants
 
     model = build.model(cfg)
     with build.engine(cfg, model) as engine:
         rows = score_variants(cfg, directory, names, model, engine, streams=args.streams, step=args.step,
                               split=args.split, seed=args.stream_seed, forced_writes=forced)
-    print(ev.format_stream_table(rows))
-    print(ev.format_episode_table(rows))
+    print(report.format_stream_table(rows))
+    print(report.format_episode_table(rows))
     out = args.out or os.path.join(run, "scores.json")
     with open(out, "w") as f:
         json.dump(rows, f, indent=1, default=float)

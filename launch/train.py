@@ -80,6 +80,7 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
     (`evaluate.recall_verdict`). With one seed there is no seed spread and no claim."""
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
+    from launch import eval_report as report
     from activemem_jax.tasks import recall_codes
 
     codes = recall_codes(cfg.data)
@@ -89,13 +90,13 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
         sizes = check_sizes(cfg.data.dossier.to_dict())
         sizes["streams"] = max(1, cfg.eval.n_tasks // sizes["episodes"])
         tasks = make_dossier_tasks("test", seed=cfg.data.seed + 1, codes=codes, **sizes)
-        evaluate, table = ev.evaluate_streams, ev.format_stream_table
+        evaluate, table = ev.evaluate_streams, report.format_stream_table
     else:
         from activemem_jax.envs.recall import NO_TRAINING, make_recall_tasks
 
         tasks = make_recall_tasks("test", cfg.eval.n_tasks, cfg.data.n_facts, seed=cfg.data.seed + 1,
                                   n_questions=cfg.data.n_questions, codes=codes)
-        evaluate, table = ev.evaluate_recall, ev.format_recall_table
+        evaluate, table = ev.evaluate_recall, report.format_recall_table
     base = build.policy_config(cfg)
     rows = {}
     for trainer in trainers:
@@ -106,7 +107,10 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
         after = build.policy(cfg, trainer.gen_model, trainer.engine, seed=trainer.cfg.seed, config=base)
         _load_trained(after, trainer)
         rows[f"after (seed {trainer.cfg.seed})"] = evaluate(after, tasks, seed=cfg.seed, codes=codes)
-    return ev.recall_verdict(rows, NO_TRAINING, table=table)
+    summary = ev.recall_verdict(rows, NO_TRAINING)
+    print(table(rows))
+    print(report.verdict_line(summary))
+    return summary
 
 
 def seed_configs(cfg) -> list:
@@ -151,6 +155,8 @@ def main(argv):
     import jax
 
     from activemem_jax.activemem import evaluate as ev
+
+    from launch import eval_report as report
     from activemem_jax.rl import preemption
     from activemem_jax.rl.trainer import Trainer
 
@@ -184,7 +190,7 @@ def main(argv):
         elif cfg.eval.enabled:
             table = evaluate_before_after(trainers[0], configs[0])
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
-            print(ev.format_table(table))
+            print(report.format_table(table))
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

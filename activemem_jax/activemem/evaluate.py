@@ -115,40 +115,6 @@ def summarize(rows: Sequence[dict]) -> dict:
             for v, by_n in out.items()}
 
 
-def format_table(summary: dict) -> str:
-    lines = ["| variant | N | tasks | EM | F1 | peak tokens | task statement | peak beyond the task "
-             "| dependency | time/traj s (no compile) | compile s | turns |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for v, by_n in summary.items():
-        for n, s in by_n.items():
-            lines.append(f"| {v} | {n} | {s['tasks']} | {s['em']:.3f} | {s['f1']:.3f} | "
-                         f"{s['peak_tokens']:.0f} | {s['task_tokens']:.0f} | {s['peak_beyond_task']:.0f} | "
-                         f"{s['dependency_length']:.3g} | {s['time_s']:.1f} | "
-                         f"{s['compile_s']:.1f} | {s['turns']:.1f} |")
-    return "\n".join(lines)
-
-
-def plot_peak_tokens(summary: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for i, (v, by_n) in enumerate(summary.items()):
-        ns = sorted(by_n)
-        line, = ax.plot(ns, [by_n[n]["peak_tokens"] for n in ns], marker="o", label=f"{v}: peak")
-        ax.plot(ns, [by_n[n]["peak_beyond_task"] for n in ns], marker="x", linestyle="--",
-                color=line.get_color(), label=f"{v}: peak beyond the task statement")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("objectives per task (N)")
-    ax.set_ylabel("peak tokens (mean over tasks)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 # ---------------------------------------------------------------- recall (envs/recall.py)
 def evaluate_recall(policy: ActiveMem, tasks: Sequence[dict], *, split: str = "test", seed: int = 0,
                     temperature: float = 0.01, batch: int = 16, codes: Optional[Sequence[str]] = None) -> dict:
@@ -375,90 +341,14 @@ def _sort_questions(trajectory, episode: int, seen: dict, asked: dict, leaves: d
         leaves.setdefault(leaf_origin(turns, t, step), []).append(em)
 
 
-def format_episode_table(rows: dict) -> str:
-    """rows: {name: evaluate_streams(...)} -> a markdown table of accuracy and mean nodes
-    per tree after each episode, one column per row."""
-    names = list(rows)
-    lines = ["| episode | " + " | ".join(f"{n}: accuracy / nodes" for n in names) + " |",
-             "|---|" + "---|" * len(names)]
-    for i in range(max(len(r.get("per_episode", ())) for r in rows.values())):
-        cells = []
-        for n in names:
-            e = rows[n]["per_episode"][i]
-            cells.append(f"{e['accuracy']:.3f} / {e['nodes']:.1f}")
-        lines.append(f"| {i} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def format_recall_table(rows: dict, baselines: Optional[dict] = None) -> str:
-    """rows: {name: evaluate_recall(...)} -> a markdown table; then the rules that need no
-    training on the same tasks (`baselines`, else the first row's)."""
-    lines = ["| variant | accuracy | answers not a code | turns with a path | mean path length | inserts | "
-             "updates | nodes per tree |", "|---|---|---|---|---|---|---|---|"]
-    for name, r in rows.items():
-        lines.append(f"| {name} | {r['accuracy']:.3f} | {r.get('format_failure', 0.0):.2f} | "
-                     f"{r['path_share']:.2f} | {r['path_len']:.2f} | {r.get('inserts', 0)} | "
-                     f"{r.get('updates', 0)} | {r['tree_size']:.1f} |")
-    baselines = baselines or next((r["baselines"] for r in rows.values() if "baselines" in r), None)
-    if baselines:
-        lines.append(format_recall_baselines(baselines))
-    return "\n".join(lines)
-
-
-def format_stream_table(rows: dict) -> str:
-    """rows: {name: evaluate_streams(...)} -> a markdown table (accuracy, accuracy on the
-    questions asked after a correction, the share of questions that found a path, format
-    failures, the commits' telemetry, the final tree's depth histogram, the tree head's
-    action mix on decoys and corrections), then the rules that need no training on the
-    same tasks."""
-    lines = ["| variant | accuracy | after a correction | questions with a path | answers not a code | inserts | "
-             "updates | pruned | merged | nodes by depth | decoys: noop / insert / update | "
-             "corrections: noop / insert / update |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-    def mix(r, kind):
-        a = r["actions"].get(kind)
-        return " / ".join(f"{a[k]:.2f}" for k in ("noop", "insert", "update")) if a else "-"
-
-    for name, r in rows.items():
-        depth = ", ".join(f"{d}: {n}" for d, n in sorted(r["depth_histogram"].items())) or "-"
-        q = r.get("questions", {})
-        corrected = f"{q['after a correction']['accuracy']:.3f}" if "after a correction" in q else "-"
-        path = f"{q['all']['path']:.2f}" if "all" in q else "-"
-        lines.append(f"| {name} | {r['accuracy']:.3f} | {corrected} | {path} | {r['format_failure']:.2f} | "
-                     f"{r.get('inserts', 0)} | "
-                     f"{r.get('updates', 0)} | {r.get('pruned', 0)} | {r.get('merged', 0)} | {depth} | "
-                     f"{mix(r, 'decoy')} | {mix(r, 'correction')} |")
-    b = next((r["baselines"] for r in rows.values()), None)
-    if b:
-        ks = sorted(int(k.split("_")[1]) for k in b if k.startswith("memory_"))
-        memory = ", ".join(f"{k}: {b[f'memory_{k}']:.3f}" for k in ks)
-        lines.append(f"baselines on the same tasks (no training): chance in the code set {b['chance']:.3f}, best "
-                     f"constant code ({b['best_constant_code']}) {b['best_constant']:.3f}, last code shown "
-                     f"{b['last_code']:.3f}, store everything (the threshold rule, perfect retrieval) "
-                     f"{b['store_all']:.3f}, ignore corrections {b['no_corrections']:.3f}, memory emptied each "
-                     f"episode {b['episode_only']:.3f}; a perfect memory of the k newest attributes, k = {memory}; "
-                     f"ceiling {b['ceiling']:.3f}")
-    return "\n".join(lines)
-
-
-def format_recall_baselines(b: dict) -> str:
-    """One line: the no-training rules and the perfect k-fact memories on the same tasks."""
-    ks = sorted(int(k.split("_")[1]) for k in b if k.startswith("memory_"))
-    memory = ", ".join(f"{k}: {b[f'memory_{k}']:.3f}" for k in ks)
-    return (f"baselines on the same tasks (no training): chance in the code set {b['chance']:.3f}, best constant "
-            f"code ({b['best_constant_code']}) {b['best_constant']:.3f}, last fact shown {b['last_fact']:.3f}; "
-            f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
-
-
 __all__ = ["METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall", "evaluate_streams",
-           "format_episode_table", "format_recall_baselines", "format_recall_table", "format_stream_table",
-           "format_table", "plot_peak_tokens", "question_kinds", "summarize", "task_tokens", "trajectory_row",
+           "question_kinds", "recall_verdict", "summarize", "task_tokens", "trajectory_row", "unit_scores",
            "variant_config"]
 
 
-def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) -> dict:
-    """rows: {"before (seed s)": ..., "after (seed s)": ...} -> the summary, printed.
+def recall_verdict(rows: dict, no_training) -> dict:
+    """rows: {"before (seed s)": ..., "after (seed s)": ...} -> the summary (data; the line a
+    person reads is `launch.eval_report.verdict_line`).
 
     LEARNED: against the untrained controller and every rule in no_training, the trained
     seeds' margin has a 95% interval above zero, an interval that covers both the seeds and
@@ -480,13 +370,8 @@ def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) ->
                "best_untrained_rule": best_name if baselines[best_name] >= sum(b) / len(b) else "before",
                "chance": baselines["chance"]}
     summary["margin"] = summary["after"] - best
-    print((table or format_recall_table)(rows))
-    line = (f"held-out recall accuracy: before {summary['before']:.3f}, after {summary['after']:.3f} "
-            f"(mean of {len(a)} seed(s)); best untrained ({summary['best_untrained_rule']}) {best:.3f}, "
-            f"margin {summary['margin']:+.3f}")
     if len(a) < 2:
         summary.update(spread=None, learned=None, interval=None, beats_memory=None)
-        print(f"{line}; one seed: no spread (train.seeds lists the seeds to train)")
         return summary
     summary["spread"] = max(max(a) - min(a), max(b) - min(b))
     trained = [r["units"] for r in after]
@@ -498,12 +383,5 @@ def recall_verdict(rows: dict, no_training, table: Optional[Callable] = None) ->
     memories = sorted((int(k.split("_")[1]) for k in rules if k.startswith("memory_")))
     beaten = [k for k in memories if bootstrap_margin(trained, rules[f"memory_{k}"])["lo"] > 0]
     summary.update(learned=m["lo"] > 0, interval={"against": binding, **m}, beats_memory=max(beaten, default=0),
-                   margins={k: {"lo": v["lo"], "hi": v["hi"]} for k, v in margins.items()})
-    k = summary["beats_memory"]
-    memory = (f"beats memory_{k} (a perfect memory of the last {k}) by its interval, "
-              + (f"not memory_{memories[memories.index(k) + 1]}" if k != memories[-1] else "the largest")
-              if beaten else "beats no perfect memory_k by its interval")
-    print(f"{line}; vs {binding} ({m['margin']:+.3f}) the 95% interval over {m['seeds']} seeds and "
-          f"{m['units']} test units is [{m['lo']:+.3f}, {m['hi']:+.3f}]: "
-          f"{'LEARNED' if summary['learned'] else 'NOT LEARNED'}; {memory}")
+                   memories=memories, margins={k: {"lo": v["lo"], "hi": v["hi"]} for k, v in margins.items()})
     return summary

@@ -5,6 +5,8 @@ import time
 import numpy as np
 import pytest
 
+from launch import eval_report as report
+
 from activemem_jax.metrics import compile_clock
 from activemem_jax.activemem import PolicyConfig, Step, Trajectory
 from activemem_jax.activemem import evaluate as ev
@@ -30,9 +32,9 @@ def test_rows_summary_table_and_plot(tmp_path):
     assert s["activemem"][2]["em"] == 0.75 and s["activemem"][2]["peak_tokens"] == 450
     assert s["activemem"][2]["peak_tokens_max"] == 500 and s["plain"][2]["tasks"] == 1
     assert rows[1]["peak_beyond_task"] == 420 and s["activemem"][2]["peak_beyond_task"] == (340 + 420) / 2
-    table = ev.format_table(s)
+    table = report.format_table(s)
     assert "| activemem | 2 | 2 | 0.750 |" in table and "| 450 | 70 | 380 |" in table and "| plain | 2 | 1 | 0.000 |" in table
-    ev.plot_peak_tokens(s, str(tmp_path / "peak.png"))
+    report.plot_peak_tokens(s, str(tmp_path / "peak.png"))
     assert (tmp_path / "peak.png").read_bytes()[:4] == b"\x89PNG"
 
 

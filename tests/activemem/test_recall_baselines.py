@@ -6,6 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from launch import eval_report as report
+
 from activemem_jax.envs.recall import CODES, RecallEnv, make_recall_tasks, recall_baselines
 
 
@@ -108,6 +110,10 @@ def test_verdict_needs_an_interval_over_seeds_and_questions():
     assert near["spread"] == 0.0 and 0 < near["margin"] < 0.05
     assert near["interval"]["against"] == "last_fact" and near["interval"]["lo"] < 0 < near["interval"]["hi"]
     assert near["learned"] is False and near["beats_memory"] == 0
+    assert report.verdict_line(near).endswith("NOT LEARNED; beats no perfect memory_k by its interval")
+    assert report.verdict_line(three).endswith(": LEARNED; beats memory_2 (a perfect memory of the last 2) by its "
+                                               "interval, not memory_3")
+    assert report.verdict_line(one).endswith("one seed: no spread (train.seeds lists the seeds to train)")
     # one seed far above every rule, one at the last-fact rule: the weaker seed decides
     mixed = recall_verdict(_rows([1.0, "last_fact"]), NO_TRAINING)
     assert mixed["margin"] > 0.25 and mixed["learned"] is False
@@ -169,7 +175,7 @@ def test_a_stream_evaluation_carries_memory_across_episodes_and_puts_the_policy_
     assert np.isclose(sum(v["share"] for v in leaves.values()), 1.0)
     assert np.isclose(sum(v["n"] * v["accuracy"] for v in leaves.values()) / want["all"], r["accuracy"])
     # the table's row: accuracy, accuracy after a correction ("-": none asked), the path share
-    row = ev.format_stream_table({"x": r}).splitlines()[2]
+    row = report.format_stream_table({"x": r}).splitlines()[2]
     assert row.startswith(f"| x | {r['accuracy']:.3f} | - | {q['all']['path']:.2f} |"), row
 
 
