@@ -33,21 +33,28 @@ def machine() -> str:
     return f"{model}, {len(os.sched_getaffinity(0))} cores, {isa}"
 
 
+def _git(*args) -> str:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# read when a bench imports this module, at its start: the code that runs, not the tree
+# as it is when the bench ends
+_CHECKOUT = {"commit": _git("rev-parse", "HEAD") or "unknown", "dirty": bool(_git("status", "--porcelain", "-uno"))}
+
+
 def provenance(config=None) -> dict:
     """{"commit", "dirty", "command", "date", "machine"[, "config"]}: what a results file needs
-    to be rerun. The command is this process's, as `python -m module` when run that way."""
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
+    to be rerun. The commit and whether tracked files differed from it are read when this
+    module is imported (a bench's start). The command is this process's, as `python -m
+    module` when run that way."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     argv = (["python", "-m", spec.name] if spec and spec.name else ["python", sys.argv[0]]) + sys.argv[1:]
-    out = {"commit": git("rev-parse", "HEAD") or "unknown", "dirty": bool(git("status", "--porcelain", "-uno")),
-           "command": " ".join(argv), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    out = {**_CHECKOUT, "command": " ".join(argv), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
            "machine": machine()}
     if config is not None:
         out["config"] = config.to_dict() if hasattr(config, "to_dict") else config

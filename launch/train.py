@@ -165,7 +165,7 @@ def main(argv):
         configs = seed_configs(cfg)
     from launch.bench_report import provenance
 
-    source = provenance(cfg)  # at the start: the code that runs, not the tree at the end
+    source = provenance(cfg)
     trainers, summary, started = [], {}, time.perf_counter()
     model = engine = None
     preempted = None
