@@ -52,7 +52,8 @@ def _source(p: dict) -> str:
     if not p:
         return "provenance not recorded"
     dirty = " (uncommitted changes)" if p.get("dirty") else ""
-    return f"`{p.get('command', '?')}` at {str(p.get('commit', '?'))[:7]}{dirty}, {p.get('date', '?')}, {p.get('machine', '?')}"
+    return (f"`{p.get('command', '?')}` at {str(p.get('commit', '?'))[:7]}{dirty}, {p.get('date', '?')}, "
+            f"{p.get('machine', '?')}")
 
 
 def demo(root: str) -> list[str]:

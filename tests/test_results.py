@@ -34,7 +34,8 @@ def _anchor(heading: str) -> str:
 
 
 def test_relative_links_reach_a_file_and_a_heading():
-    pages = ["README.md"] + [os.path.join("docs", p) for p in os.listdir(os.path.join(ROOT, "docs")) if p.endswith(".md")]
+    docs = os.path.join(ROOT, "docs")
+    pages = ["README.md"] + [os.path.join("docs", p) for p in os.listdir(docs) if p.endswith(".md")]
     broken = []
     for page in pages:
         text = open(os.path.join(ROOT, page)).read()
@@ -42,7 +43,8 @@ def test_relative_links_reach_a_file_and_a_heading():
             if re.match(r"[a-z]+://", target):
                 continue
             path, _, anchor = target.partition("#")
-            full = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), path)) if path else os.path.join(ROOT, page)
+            here = os.path.join(ROOT, os.path.dirname(page))
+            full = os.path.normpath(os.path.join(here, path)) if path else os.path.join(ROOT, page)
             if not os.path.exists(full):
                 broken.append(f"{page}: {target} (no such file)")
             elif anchor and full.endswith(".md"):

@@ -101,6 +101,52 @@ def initial_memory(config: PolicyConfig, dim: int) -> dict:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class RolloutOptions:
+    """How `ActiveMem.rollout` acts. greedy: argmax tree actions; tree_rule: the threshold
+    rule's tree actions (SFT); temperature: the sampling temperature of the responses;
+    responder(episode, turn) -> text replaces the model's generation (scripted / expert
+    turns; their log-probs are recorded as 0); group_size: tasks come in groups of this many
+    consecutive copies of one episode (GRPO): with tree_scope 'stream', a group reads one
+    snapshot and commits one tree; tree_expert(episode, turn) -> "insert" / "update" /
+    "none": an expert's tree action (SFT with the environment's writes,
+    `env.expert_write`), used where the mask allows, None at a turn leaving it to the
+    policy."""
+    seed: int = 0
+    greedy: bool = False
+    temperature: float = 1.0
+    tree_rule: bool = False
+    responder: Optional[Callable[[int, int], str]] = None
+    group_size: int = 1
+    tree_expert: Optional[Callable[[int, int], str]] = None
+
+
+@dataclasses.dataclass
+class _Lockstep:
+    """One rollout's episodes as they advance turn by turn (`ActiveMem._turn`)."""
+    env: object
+    uids: list
+    task_prompts: list
+    snapshots: object      # the trees the episodes started from
+    overlays: object       # the snapshots plus each episode's pending nodes
+    logs: object           # [E] op logs
+    histories: list        # per episode: (response, observation) per turn so far
+    trajs: list
+    done: list
+    base_key: jax.Array
+    step_config: object
+    observation_key: Optional[Callable] = None
+    paths: list = dataclasses.field(default_factory=list)    # per turn: [E, max_depth] overlay paths
+    writers: list = dataclasses.field(default_factory=list)  # per turn: the writing turn of each path node
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+    compiled0: float = dataclasses.field(default_factory=compile_clock.seconds)
+
+    def elapsed(self) -> tuple[float, float]:
+        """(wall time without compilation, compilation) since the rollout started."""
+        c = compile_clock.seconds() - self.compiled0
+        return time.perf_counter() - self.start - c, c
+
+
 class ActiveMem:
     """The frozen backbone + controller + persistent latent memory tree."""
 
@@ -188,24 +234,20 @@ class ActiveMem:
                 temperature: Optional[float] = None, tree_rule: bool = False,
                 responder: Optional[Callable[[int, int], str]] = None, group_size: int = 1,
                 tree_expert: Optional[Callable[[int, int], str]] = None) -> RolloutResult:
-        """Roll out `tasks` in lockstep. greedy: argmax tree actions; tree_rule: the
-        threshold rule's tree actions (SFT); responder(episode, turn) -> text replaces the
-        model's generation (scripted / expert turns; their log-probs are recorded as 0).
-        group_size: tasks come in groups of this many consecutive copies of one episode
-        (GRPO): with tree_scope 'stream', a group reads one snapshot and commits one tree.
-        tree_expert(episode, turn) -> "insert" / "update" / "none": an expert's tree action
-        (SFT with the environment's writes, `env.expert_write`), used where the mask allows;
-        None at a turn leaves that turn's action to the policy.
-        Each step records the environment's name for its observation (`env.observation_key`)
-        when the environment has one: what the key head's loss groups by."""
-        c, eng = self.config, self.engine
+        """Roll out `tasks` in lockstep (the options: `RolloutOptions`); commit=False returns
+        the result without committing it. Each step records the environment's name for its
+        observation (`env.observation_key`) when the environment has one: what the key
+        head's loss groups by."""
+        c = self.config
+        opts = RolloutOptions(seed=seed, greedy=greedy,
+                              temperature=c.temperature if temperature is None else temperature,
+                              tree_rule=tree_rule, responder=responder, group_size=group_size, tree_expert=tree_expert)
         e = len(tasks)
         if e == 0:
             raise ValueError("rollout needs at least one task")
         uids = list(range(e)) if uids is None else [int(u) for u in uids]
         if len(uids) != e:
             raise ValueError(f"{len(uids)} uids for {e} tasks")
-        temperature = c.temperature if temperature is None else temperature
         check = getattr(env, "check_policy", None)  # an environment may refuse a tree that cannot solve it
         if check is not None:
             check(c, tasks)
@@ -215,115 +257,114 @@ class ActiveMem:
             self.calibrate(sample() if sample is not None else task_prompts)
         if e % group_size:
             raise ValueError(f"{e} tasks do not split into groups of {group_size}")
-        slots = None
+        slots = store = None
         if c.tree_scope == "stream":
             store, slots = stream_trees.assign(self.streams, tasks)  # the policy's store changes at commit
             overlays = stream_trees.gather(store, slots)
         else:
             overlays = _stack(self.tree if c.tree_scope == "persistent" else self.empty_tree(), e)
-        snapshots = overlays
-        logs = _stack(hlmt.new_log(c.max_ops, self.model.config.hidden_size), e)
-        histories: list[list[tuple[str, str]]] = [[] for _ in range(e)]
-        trajs = [Trajectory(task=t, uid=u, steps=[]) for t, u in zip(tasks, uids)]
-        done = [False] * e
-        paths, writers = [], []
-        start, compiled0 = time.perf_counter(), compile_clock.seconds()
-
-        def elapsed():  # (wall time without compilation, compilation) since start
-            c = compile_clock.seconds() - compiled0
-            return time.perf_counter() - start - c, c
-
-        observation_key = getattr(env, "observation_key", None)
-        base_key = jax.random.PRNGKey(seed)
-        scfg = dataclasses.replace(c.step_config, greedy=greedy, rule=tree_rule)
+        st = _Lockstep(env=env, uids=uids, task_prompts=task_prompts, snapshots=overlays, overlays=overlays,
+                       logs=_stack(hlmt.new_log(c.max_ops, self.model.config.hidden_size), e),
+                       histories=[[] for _ in range(e)],
+                       trajs=[Trajectory(task=t, uid=u, steps=[]) for t, u in zip(tasks, uids)], done=[False] * e,
+                       base_key=jax.random.PRNGKey(seed),
+                       step_config=dataclasses.replace(c.step_config, greedy=greedy, rule=tree_rule),
+                       observation_key=getattr(env, "observation_key", None))
         turn = 0
-        while not all(done):
-            live = [i for i in range(e) if not done[i]]
-            prompts = {i: self._prompt(task_prompts[i], histories[i]) for i in live}
-            too_long = [i for i in live if len(prompts[i].ids) + 1 > eng.max_len]
-            for i in too_long:  # the context is full: the episode ends unanswered
-                done[i] = True
-                trajs[i].info["context_overflow"] = True
-                env.abort(i)
-            live = [i for i in live if i not in too_long]
-            if not live:
-                break
-            d = self.model.config.hidden_size
-            h, pooled, q = (np.zeros((e, d), np.float32) for _ in range(3))
-            if c.use_tree or c.num_latents:  # else nothing reads the observation's states
-                h[live], pooled[live], q[live] = self.read([self._observation(task_prompts[i], histories[i])
-                                                            for i in live])
-            keys = jax.vmap(lambda u: jax.random.fold_in(jax.random.fold_in(base_key, u), turn))(
-                jnp.asarray(uids, jnp.uint32))
-            live_mask = np.zeros((e,), bool)
-            live_mask[live] = True
-            forced = None
-            if tree_expert is not None:
-                forced = np.full((e,), -1, np.int32)
-                for i in live:
-                    write = tree_expert(i, turn)
-                    forced[i] = -1 if write is None else EXPERT_ACTIONS[write]
-                forced = jnp.asarray(forced)
-            explore = self._search_turns(env, live, e)
-            overlays, logs, out = self._step(self.graphdef, self.params, overlays, logs, jnp.asarray(h),
-                                             jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
-                                             scfg, forced, explore)
-            paths.append(out.path)
-            writers.append(out.writer_turn)
-            out = jax.device_get(out)
-            if responder is None:
-                asked = [i for i in live if self._reads_response(env, i)]
-                outputs = self._generate(prompts, asked, out.latents, uids, turn, seed, temperature) if asked else {}
-                texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
-                                         self.stop_strings) for i, o in outputs.items()}
-                for i in set(live) - set(asked):  # nothing reads it: no response generated
-                    outputs[i], texts[i] = _Scripted([], []), ""
-            else:
-                texts = {i: responder(i, turn) for i in live}
-                outputs = {i: self._scripted(texts[i]) for i in live}
-            texts = [texts.get(i, "") for i in range(e)]
-            obs, rewards, dones, infos = env.step(texts)
-            now, compiling = elapsed()
-            for i in live:
-                o = outputs[i]
-                trajs[i].steps.append(Step(
-                    prompt_ids=prompts[i].ids, latent_pos=prompts[i].latent_pos,
-                    response_ids=list(o.token_ids), response_logprobs=list(o.logprobs),
-                    text=texts[i], observation=obs[i], h=h[i], p_bar=np.asarray(out.p_bar[i]),
-                    tree_action=int(out.action[i]), tree_logp=float(out.logp[i]),
-                    rule_action=int(out.rule_action[i]),
-                    tree_mask=np.asarray(out.mask[i]), path=np.asarray(out.path[i]),
-                    reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i],
-                    pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
-                    writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
-                    writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i]),
-                    search_emb=out.search_emb[i], search_ok=out.search_ok[i], search_pick=out.search_pick[i],
-                    obs_key=observation_key(i, turn) if observation_key is not None else ""))
-                histories[i].append((texts[i], obs[i]))
-                trajs[i].info = {**trajs[i].info, **infos[i]}
-                if dones[i]:
-                    done[i] = True
-                    trajs[i].reward = float(infos[i]["reward"])
-                    trajs[i].time_s, trajs[i].compile_s = now, compiling
+        while not all(st.done) and self._turn(st, opts, turn):
             turn += 1
-        for t in trajs:
+        for t in st.trajs:
             if not t.time_s:
-                t.time_s, t.compile_s = elapsed()
+                t.time_s, t.compile_s = st.elapsed()
             self._measure(t)
-        max_depth = c.max_depth
-        overlay_paths = (jnp.stack(paths, axis=1) if paths
-                         else jnp.full((e, 0, max_depth), -1, jnp.int32))
-        writer_turns = jnp.stack(writers, axis=1) if writers else overlay_paths
-        credit = np.asarray(stream_trees.credit_ids(snapshots.valid, overlay_paths, writer_turns, c.capacity))
-        for i, t in enumerate(trajs):
+        overlay_paths = (jnp.stack(st.paths, axis=1) if st.paths
+                         else jnp.full((e, 0, c.max_depth), -1, jnp.int32))
+        writer_turns = jnp.stack(st.writers, axis=1) if st.writers else overlay_paths
+        credit = np.asarray(stream_trees.credit_ids(st.snapshots.valid, overlay_paths, writer_turns, c.capacity))
+        for i, t in enumerate(st.trajs):
             for j, s in enumerate(t.steps):
                 s.credit_path = credit[i, j]
-        result = RolloutResult(trajectories=trajs, logs=logs, overlay_paths=overlay_paths,
-                               snapshots=snapshots if c.tree_scope == "stream" else None,
+        result = RolloutResult(trajectories=st.trajs, logs=st.logs, overlay_paths=overlay_paths,
+                               snapshots=st.snapshots if c.tree_scope == "stream" else None,
                                store=store if c.tree_scope == "stream" else None,
                                slots=tuple(int(x) for x in slots) if slots is not None else None,
                                group_size=group_size)
         return self.commit(result) if commit else result
+
+    def _turn(self, st: "_Lockstep", opts: "RolloutOptions", turn: int) -> bool:
+        """One turn of every live episode: render and read each prompt, search and act on
+        the tree, generate (or take the responder's text), step the environment and record
+        the Step. False when no episode was left to run (every live context was full)."""
+        c, eng, env, e = self.config, self.engine, st.env, len(st.trajs)
+        live = [i for i in range(e) if not st.done[i]]
+        prompts = {i: self._prompt(st.task_prompts[i], st.histories[i]) for i in live}
+        too_long = [i for i in live if len(prompts[i].ids) + 1 > eng.max_len]
+        for i in too_long:  # the context is full: the episode ends unanswered
+            st.done[i] = True
+            st.trajs[i].info["context_overflow"] = True
+            env.abort(i)
+        live = [i for i in live if i not in too_long]
+        if not live:
+            return False
+        d = self.model.config.hidden_size
+        h, pooled, q = (np.zeros((e, d), np.float32) for _ in range(3))
+        if c.use_tree or c.num_latents:  # else nothing reads the observation's states
+            h[live], pooled[live], q[live] = self.read([self._observation(st.task_prompts[i], st.histories[i])
+                                                        for i in live])
+        keys = jax.vmap(lambda u: jax.random.fold_in(jax.random.fold_in(st.base_key, u), turn))(
+            jnp.asarray(st.uids, jnp.uint32))
+        live_mask = np.zeros((e,), bool)
+        live_mask[live] = True
+        forced = None
+        if opts.tree_expert is not None:
+            forced = np.full((e,), -1, np.int32)
+            for i in live:
+                write = opts.tree_expert(i, turn)
+                forced[i] = -1 if write is None else EXPERT_ACTIONS[write]
+            forced = jnp.asarray(forced)
+        explore = self._search_turns(env, live, e)
+        st.overlays, st.logs, out = self._step(self.graphdef, self.params, st.overlays, st.logs, jnp.asarray(h),
+                                               jnp.asarray(q), keys, jnp.asarray(live_mask), jnp.int32(turn),
+                                               st.step_config, forced, explore)
+        st.paths.append(out.path)
+        st.writers.append(out.writer_turn)
+        out = jax.device_get(out)
+        if opts.responder is None:
+            asked = [i for i in live if self._reads_response(env, i)]
+            outputs = (self._generate(prompts, asked, out.latents, st.uids, turn, opts.seed, opts.temperature)
+                       if asked else {})
+            texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
+                                     self.stop_strings) for i, o in outputs.items()}
+            for i in set(live) - set(asked):  # nothing reads it: no response generated
+                outputs[i], texts[i] = _Scripted([], []), ""
+        else:
+            texts = {i: opts.responder(i, turn) for i in live}
+            outputs = {i: self._scripted(texts[i]) for i in live}
+        texts = [texts.get(i, "") for i in range(e)]
+        obs, rewards, dones, infos = env.step(texts)
+        now, compiling = st.elapsed()
+        for i in live:
+            o, trajectory = outputs[i], st.trajs[i]
+            trajectory.steps.append(Step(
+                prompt_ids=prompts[i].ids, latent_pos=prompts[i].latent_pos,
+                response_ids=list(o.token_ids), response_logprobs=list(o.logprobs),
+                text=texts[i], observation=obs[i], h=h[i], p_bar=np.asarray(out.p_bar[i]),
+                tree_action=int(out.action[i]), tree_logp=float(out.logp[i]),
+                rule_action=int(out.rule_action[i]),
+                tree_mask=np.asarray(out.mask[i]), path=np.asarray(out.path[i]),
+                reward=float(rewards[i]), scored=bool(infos[i].get("scored", True)), q=q[i],
+                pooled=pooled[i], path_emb=np.asarray(out.path_emb[i]),
+                writer_turn=np.asarray(out.writer_turn[i]), writer_op=np.asarray(out.writer_op[i]),
+                writer_prev=np.asarray(out.writer_prev[i]), path_len=int(out.path_len[i]),
+                search_emb=out.search_emb[i], search_ok=out.search_ok[i], search_pick=out.search_pick[i],
+                obs_key=st.observation_key(i, turn) if st.observation_key is not None else ""))
+            st.histories[i].append((texts[i], obs[i]))
+            trajectory.info = {**trajectory.info, **infos[i]}
+            if dones[i]:
+                st.done[i] = True
+                trajectory.reward = float(infos[i]["reward"])
+                trajectory.time_s, trajectory.compile_s = now, compiling
+        return True
 
     def _search_turns(self, env, live, e: int):
         """[E] bool, the episodes whose search is sampled this turn (policy.search_turns
@@ -465,5 +506,5 @@ class ActiveMem:
         return result.replace(committed=True, stats=stats)
 
 
-__all__ = ["ActiveMem", "PolicyConfig", "RolloutResult", "Step", "Trajectory", "collate",
+__all__ = ["ActiveMem", "PolicyConfig", "RolloutOptions", "RolloutResult", "Step", "Trajectory", "collate",
            "repeat_tasks", "request_seed"]  # PolicyConfig, Step, Trajectory, collate: re-exported

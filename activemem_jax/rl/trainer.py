@@ -295,6 +295,56 @@ class Trainer:
                                      responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
         return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
 
+    def _grpo_advantages(self, result, rewards: np.ndarray, episode: np.ndarray) -> tuple:
+        """GRPO's advantages: (per row for the token and latent loss, per row for the tree
+        term, {"node", "turn", "write"}: the mean size of what each credit option changed).
+
+        A_{i,t} for both losses (docs/design.md#hierarchical-advantage), node credit keyed by
+        identity (streams.credit_ids: snapshot slots, then one id per writing turn); with
+        train.credit "turn" a scored turn's tokens and search take their own turn's group
+        advantage; with train.write_credit "to_go" a write is credited with the answers
+        after it, plus the node term."""
+        t = self.cfg.train
+        trajs = result.trajectories
+        paths = np.stack([s.credit_path for tr in trajs for s in tr.steps]).astype(np.int32)
+        ids = self.policy.config.capacity + max(len(tr.steps) for tr in trajs)
+        tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
+                                                           t.lambda_h, t.adv_eps))
+        adv_rows = tree_adv
+        base = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode]
+        steps = [s for tr in trajs for s in tr.steps]
+        turn = np.asarray([j for tr in trajs for j in range(len(tr.steps))], np.int32)
+        scored = np.asarray([s.scored for s in steps], bool)
+        step_rewards = np.asarray([s.reward for s in steps], np.float32)
+        by_turn = dict(episode=episode, turn=turn, scored=scored, num_episodes=len(trajs),
+                       group_size=t.group_size, eps=t.adv_eps, num_turns=int(turn.max()) + 1)
+        if t.credit == "turn":  # a scored turn's answer (and its search) by its own reward in the group
+            per_turn = np.asarray(grpo.turn_advantages(step_rewards, **by_turn))
+            adv_rows = np.where(scored, per_turn, tree_adv).astype(np.float32)
+        # what per-question credit changed: mean |A_turn - A_{i,t}| over the rows (0 with "episode")
+        turn_term = float(np.mean(np.abs(adv_rows - tree_adv)))
+        # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
+        node_term = float(np.mean(np.abs(tree_adv - base)))
+        write_term = 0.0
+        if t.write_credit == "to_go":  # a write by the answers after it, and the node term
+            to_go = (np.asarray(grpo.to_go_advantages(step_rewards, **by_turn)) + tree_adv - base)
+            write_term = float(np.mean(np.abs(to_go - tree_adv)))  # what it changed: mean |change|
+            tree_adv = to_go.astype(np.float32)
+        return adv_rows, tree_adv, {"node": node_term, "turn": turn_term, "write": write_term}
+
+    def _sft_targets(self, result) -> dict:
+        """SFT's tree-head targets: the writes SFT acted by, or with train.sft_head="rule" the
+        threshold rule on the same states (the expert's writes build the trees the latents
+        learn to read); "mix": both, the rule's action weighted train.sft_rule_share
+        (rl/update.py)."""
+        t = self.cfg.train
+        field = "rule_action" if t.sft_head == "rule" else "tree_action"
+        steps = [s for tr in result.trajectories for s in tr.steps]
+        extra = {"tree_target": np.asarray([getattr(s, field) for s in steps], np.int32)}
+        if t.sft_head == "mix":
+            extra["tree_target_rule"] = np.asarray([s.rule_action for s in steps], np.int32)
+        return extra
+
     def train_step(self) -> dict:
         t = self.cfg.train
         algo = self.algo
@@ -311,47 +361,12 @@ class Trainer:
             return {"step": self.step, "reward_mean": float(rewards.mean()), "skipped": 1.0, "updates": 0,
                     "time_step": time.perf_counter() - t0}
         episode = np.asarray([i for i, tr in enumerate(result.trajectories) for _ in tr.steps], np.int32)
-        # node credit keyed by identity (streams.credit_ids): snapshot slots, then one id per
-        # writing turn for the nodes the rollouts wrote
-        paths = np.stack([s.credit_path for tr in result.trajectories for s in tr.steps]).astype(np.int32)
-        ids = self.policy.config.capacity + max(len(tr.steps) for tr in result.trajectories)
-        extra = {}
-        # A_{i,t} for the token (and latent) loss and the tree term alike
-        # (docs/design.md#hierarchical-advantage); with train.credit "turn" the scored turns'
-        # tokens and searches take their own turn's group advantage instead
         if algo == "grpo":
-            tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
-                                                               t.lambda_h, t.adv_eps))
-            adv_rows = tree_adv
-            base = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode]
-            steps = [s for tr in result.trajectories for s in tr.steps]
-            turn = np.asarray([j for tr in result.trajectories for j in range(len(tr.steps))], np.int32)
-            scored = np.asarray([s.scored for s in steps], bool)
-            step_rewards = np.asarray([s.reward for s in steps], np.float32)
-            by_turn = dict(episode=episode, turn=turn, scored=scored, num_episodes=len(result.trajectories),
-                           group_size=t.group_size, eps=t.adv_eps, num_turns=int(turn.max()) + 1)
-            if t.credit == "turn":  # a scored turn's answer (and its search) by its own reward in the group
-                per_turn = np.asarray(grpo.turn_advantages(step_rewards, **by_turn))
-                adv_rows = np.where(scored, per_turn, tree_adv).astype(np.float32)
-            # what per-question credit changed: mean |A_turn - A_{i,t}| over the rows (0 with "episode")
-            turn_term = float(np.mean(np.abs(adv_rows - tree_adv)))
-            # the node term's size: |A_{i,t} - A_i| (0 where no turn read a node the group shares)
-            node_term = float(np.mean(np.abs(tree_adv - base)))
-            write_term = 0.0
-            if t.write_credit == "to_go":  # a write by the answers after it, and the node term
-                to_go = (np.asarray(grpo.to_go_advantages(step_rewards, **by_turn)) + tree_adv - base)
-                write_term = float(np.mean(np.abs(to_go - tree_adv)))  # what it changed: mean |change|
-                tree_adv = to_go.astype(np.float32)
+            adv_rows, tree_adv, terms = self._grpo_advantages(result, rewards, episode)
+            extra = {}
         else:
             adv_rows = tree_adv = np.zeros((len(episode),), np.float32)
-            # the head imitates the writes SFT acted by, or with train.sft_head="rule" the threshold
-            # rule on the same states (the expert's writes build the trees the latents learn to read);
-            # "mix": both, the rule's action weighted train.sft_rule_share (rl/update.py)
-            field = "rule_action" if t.sft_head == "rule" else "tree_action"
-            steps = [s for tr in result.trajectories for s in tr.steps]
-            extra["tree_target"] = np.asarray([getattr(s, field) for s in steps], np.int32)
-            if t.sft_head == "mix":
-                extra["tree_target_rule"] = np.asarray([s.rule_action for s in steps], np.int32)
+            extra, terms = self._sft_targets(result), {}
         batch = self._rows(result, adv_rows, tree_adv, extra)
         state = self.model.state
         old_from = self.run.train.old_logp
@@ -406,7 +421,7 @@ class Trainer:
             em=float(np.mean([np.mean(tr.info["per_question_em"]) if tr.info.get("per_question_em")
                               else tr.reward for tr in result.trajectories])),
             skipped=sums.get("skipped", 0.0), updates=n_updates, lr_scale=scale, rows=int(len(episode)), algo=algo,
-            **(dict(adv_node=node_term, adv_turn=turn_term, adv_write=write_term) if algo == "grpo" else {}),
+            **({f"adv_{k}": v for k, v in terms.items()} if algo == "grpo" else {}),
             use_tree=self.policy.config.use_tree,
             **{f"tree_{k}" if not k.startswith("tree_") else k: v for k, v in (result.stats or {}).items()},
             obs_reads=enc.reads - reads0, obs_lookups=enc.lookups - lookups0,
