@@ -26,16 +26,16 @@ END = "<!-- /results -->"
 
 # what each ablation row of the span table switches, and what the row cannot show (read with it)
 ABLATION_NOTES = {
-    "full": "600 SFT + 40 span GRPO steps",
-    "SFT only": "step 600 of full's runs; its SFT head imitates the threshold rule half the time (issue 58)",
+    "full": "the recipe",
+    "SFT only": "step 600 of full's runs; its SFT head imitates the threshold rule half the time (a confound)",
     "w/o tree action head": "the threshold rule writes, trained",
     "flat tree": "`policy.max_depth=1`, trained; an insert under a depth-1 leaf is refused, so found paths "
-                 "overwrite (issue 58)",
+                 "overwrite (a confound)",
     "w/o hierarchical advantage": "`train.lambda_h=0`, the span steps from full's step 600",
     "w/o HLMT": "full's checkpoints, the tree off at evaluation",
     "w/o latent injection": "full's checkpoints; every answer falls outside the code set (a format failure)",
     "w/o merge/delete": "full's checkpoints, maintenance off at evaluation only; prune takes 5% and merges "
-                        "cannot fire, so the tie is built in (issue 58)",
+                        "cannot fire, so the tie is built in (a confound)",
     "untrained": "",
 }
 
@@ -66,7 +66,8 @@ def demo(root: str) -> list[str]:
     wall = prov.get("wall_s")
     out = [f"**Command 1** ({len(seeds)} seeds x {s['steps']} steps on recall; {_source(prov)}"
            + (f"; {int(wall // 60)} min {int(wall % 60)} s" if wall else "") + "): held-out accuracy on "
-           f"{rows[f'after (seed {seeds[0]})'].get('tasks', '?')} test tasks (6 questions each)",
+           f"{rows[f'after (seed {seeds[0]})'].get('tasks', '?')} test tasks"
+           + (f" ({prov['config']['data']['n_questions']} questions each)" if "config" in prov else ""),
            "",
            "| controller | " + " | ".join(f"seed {k}" for k in seeds) + " | answers not a code |",
            "|---|" + "---|" * len(seeds) + "---|"]
@@ -134,10 +135,16 @@ def ablation(root: str) -> list[str]:
                    f"{merged:.1f} | {ABLATION_NOTES.get(v, '')} |")
     b = s["baselines"]
     rules = [k for k, v in b.items() if isinstance(v, float) and k not in ("ceiling",)]
-    out += ["", "Rules that need no training, on the same questions: "
-            + ", ".join(f"{k} {b[k]:.3f}" for k in rules)
-            + f". The best of them, {max(rules, key=b.get)} ({max(b[k] for k in rules):.3f}), is above every "
-            "trained row: the learned score is read against it."]
+    top = max(rules, key=b.get)
+    above = [v for v in table if v != "untrained" and table[v]["mean"] > b[top]]
+    memories = sorted(int(k.split("_")[1]) for k in rules if k.startswith("memory_"))
+    out += ["", "Rules that need no training, on the same questions: " + ", ".join(f"{k} {b[k]:.3f}" for k in rules)
+            + f". The best of them is {top} ({b[top]:.3f}); "
+            + (f"{', '.join(above)} score above it." if above else "every trained row scores below it.")
+            + (f" The perfect k-newest memories were computed for k = {', '.join(map(str, memories))} only"
+               f" (the largest reaches {b[f'memory_{memories[-1]}']:.3f}, not the ceiling 1.000)."
+               if memories and b[f"memory_{memories[-1]}"] < 1.0 else "")
+            + " Confounds named in the last column: docs/results.md."]
     return out
 
 

@@ -90,11 +90,9 @@ def recall_baselines(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dic
     {"chance", "best_constant", "last_fact", "memory_1".."memory_N", "ceiling"}; each is
     the mean over episodes of the share of questions answered right, as the env scores."""
     best, per_task = _rule_scores(tasks, codes)
-    out = {"chance": 1.0 / len(tuple(codes)), "best_constant": per_task.pop("best_constant"),
-           "best_constant_code": best, **per_task}
-    out = {k: float(np.mean(v)) if isinstance(v, list) else v for k, v in out.items()}
-    out["ceiling"] = 1.0
-    return out
+    means = {k: float(np.mean(v)) for k, v in per_task.items()}
+    return {"chance": 1.0 / len(tuple(codes)), "best_constant": means.pop("best_constant"),
+            "best_constant_code": best, **means, "ceiling": 1.0}
 
 
 def rule_units(tasks: Sequence[dict], codes: Sequence[str] = CODES) -> dict:

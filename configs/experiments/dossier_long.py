@@ -2,7 +2,7 @@
 work: 12 episodes a stream, so by the last episode three quarters of what a stream's tree
 holds is never asked again. The prune removes a quarter of the nodes at each episode end
 (`policy.prune_fraction=0.25`, about the rate new attributes arrive; the paper's rule is a
-utility threshold, issue 58); a node the episode wrote counts as activated
+utility threshold; docs/results.md, confounds); a node the episode wrote counts as activated
 (`policy.credit_writes`), its first activation sets its utility
 (`policy.utility_start="first"`), and an unread node decays at beta 0.3.
 

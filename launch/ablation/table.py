@@ -36,6 +36,7 @@ from activemem_jax.metrics.intervals import t_interval as interval
 STEP_KEYS = ("step", "algo", "token_loss", "key_acc", "reward_mean", "tree_path_share", "tree_size",
              "tree_pruned", "tree_merged", "time_step")
 
+
 def table_of(runs: dict) -> dict:
     """{variant: {"mean", "ci95", "seeds"}} over each variant's rows' accuracies."""
     return {v: dict(zip(("mean", "ci95"), interval([r["accuracy"] for r in rs])), seeds=len(rs))
