@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
-from typing import Any
+from typing import Any, Optional
 
 import ml_collections
 
@@ -296,6 +296,7 @@ SECTIONS = {"model": Model, "mesh": Mesh, "sharding": Sharding, "engine": Engine
             "train": Train, "optim": Optim, "checkpoint": Checkpoint, "log": Log, "eval": Eval,
             "distributed": Distributed}
 TOP_LEVEL = {"seed": int, "out_dir": str, "topology": str}  # topology: the TPU slice a paper config is sized for
+TOP_DEFAULTS = {"seed": 0, "out_dir": "", "topology": ""}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +305,8 @@ class Run:
     seed: int
     out_dir: str
     model: Model
-    mesh: Mesh
+    mesh: Optional[Mesh]          # None: the config has no mesh section (the loader puts every device
+                                  # on the data axis)
     sharding: Sharding
     engine: Engine
     policy: Any
@@ -350,9 +352,10 @@ def _typed(value, kind, where: str):
     return value
 
 
-def section(cls: type, values, name: str):
+def section(cls: type, values, name: str, check: bool = True):
     """`values` (a ConfigDict or dict) as the typed section `cls`; missing fields take their
-    defaults, an unknown one is an error naming it."""
+    defaults, an unknown one is an error naming it. check=False: types only, not the
+    section's ranges (`build_section`: a file-backed family's n_tasks=0 means every row)."""
     if isinstance(values, ml_collections.ConfigDict):
         values = values.to_dict()
     _need(isinstance(values, dict), f"{name}: a section of fields, not {values!r}")
@@ -361,7 +364,7 @@ def section(cls: type, values, name: str):
     unknown = sorted(set(values) - set(known))
     _need(not unknown, f"{name}.{unknown[0] if unknown else ''}: no such config field (known: {', '.join(known)})")
     out = cls(**{k: _typed(v, hints[k], f"{name}.{k}") for k, v in values.items()})
-    if hasattr(out, "check"):
+    if check and hasattr(out, "check"):
         out.check()
     return out
 
@@ -369,11 +372,10 @@ def section(cls: type, values, name: str):
 def load(cfg) -> Run:
     """cfg (a run ConfigDict) checked and typed; a ConfigError names the first bad field.
     Sections the config lacks take their defaults; sections it adds are errors."""
-    top = _top(cfg, TOP_LEVEL, SECTIONS)
-    parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in SECTIONS.items()}
+    top = {**TOP_DEFAULTS, **_top(cfg, TOP_LEVEL, SECTIONS)}
+    parts = {name: part(cfg, name) for name in SECTIONS}
     policy = _policy(cfg)
-    run = Run(seed=top.get("seed", 0), out_dir=top.get("out_dir", ""), topology=top.get("topology", ""),
-              policy=policy, **parts)
+    run = Run(policy=policy, **top, **parts)
     _need(not run.model.quant,
           f"model.quant={run.model.quant!r}: int8 weights are for evaluation and serving; train on float weights "
           "and evaluate the checkpoint with quant='int8'")
@@ -394,6 +396,26 @@ def load(cfg) -> Run:
     return run
 
 
+def part(cfg, name: str):
+    """One typed part of a config: `cfg` a checked `Run` / `EvalRun` (its own) or a
+    ConfigDict (that section checked now, missing fields from the dataclass defaults
+    above, a missing section all defaults). name: a section of SECTIONS, "policy" (a
+    PolicyConfig) or a top-level field (seed, out_dir, topology). A config without a mesh
+    section has mesh None. This is what the builders (`activemem_jax.build`) read, so a
+    default lives here only."""
+    if isinstance(cfg, (Run, EvalRun)):
+        return getattr(cfg, name)
+    if name == "policy":
+        return _policy(cfg)
+    if name in TOP_DEFAULTS:
+        return _typed(cfg[name], TOP_LEVEL[name], name) if name in cfg else TOP_DEFAULTS[name]
+    if name not in SECTIONS:
+        raise ConfigError(f"{name}: no such config section (known: {', '.join(sorted([*SECTIONS, 'policy']))})")
+    if name not in cfg:
+        return None if name == "mesh" else SECTIONS[name]()
+    return section(SECTIONS[name], cfg[name], name)
+
+
 EVAL_SECTIONS = {k: SECTIONS[k] for k in ("model", "mesh", "sharding", "engine", "data", "eval")}
 EVAL_TOP_LEVEL = {"seed": int, "out_dir": str, "variants": tuple, "temperature": float, "checkpoint": str}
 VARIANTS = ("activemem", "plain", "truncate")
@@ -405,7 +427,7 @@ class EvalRun:
     and names for what both have (model, engine, policy, data: the task and its files,
     eval: the turn budget), plus what only evaluation has."""
     model: Model
-    mesh: Mesh
+    mesh: Optional[Mesh]
     sharding: Sharding
     engine: Engine
     policy: Any
@@ -438,7 +460,7 @@ def _top(cfg, top: dict, sections: dict) -> dict:
 def load_eval(cfg) -> EvalRun:
     """An evaluation config checked and typed, as `load` does a training config."""
     top = _top(cfg, EVAL_TOP_LEVEL, EVAL_SECTIONS)
-    parts = {name: section(cls, cfg[name] if name in cfg else {}, name) for name, cls in EVAL_SECTIONS.items()}
+    parts = {name: part(cfg, name) for name in EVAL_SECTIONS}
     run = EvalRun(policy=_policy(cfg), **parts, **top)
     from activemem_jax.activemem.ablations import evaluation_ablations
 
@@ -451,4 +473,4 @@ def load_eval(cfg) -> EvalRun:
     return run
 
 
-__all__ = ["ConfigError", "EvalRun", "Run", "SECTIONS", "defaults", "load", "load_eval", "section"]
+__all__ = ["ConfigError", "EvalRun", "Run", "SECTIONS", "defaults", "load", "load_eval", "part", "section"]

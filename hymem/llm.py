@@ -222,18 +222,23 @@ class EngineClient:
     @classmethod
     def from_config(cls, cfg, **defaults):
         """An engine built from a config's model and engine sections, as every run builds
-        one (`activemem_jax.build`: the same fields mean the same thing everywhere)."""
+        one (`activemem_jax.build`: the same fields mean the same thing everywhere). Of the
+        model section only the backbone's fields are read (an endpoint's url, name and
+        retries are not the backbone's); remat is off (the engine never differentiates)."""
         from activemem_jax import build
+        from activemem_jax.models.loading import MODEL_FIELDS
 
-        return cls(build.engine(cfg, build.model(cfg)), **defaults)
+        model = {"remat": False, **{k: cfg.model[k] for k in MODEL_FIELDS if k in cfg.model}}
+        run = build.config(model=model, **{k: dict(cfg[k]) for k in ("engine", "mesh", "sharding") if k in cfg})
+        return cls(build.engine(run, build.model(run)), **defaults)
 
     @classmethod
     def from_model(cls, model="embedded", max_slots: int = 8, max_len: int = 4096, **defaults):
         """model: a checkpoint path, or a config's `model` section (path, dtype,
-        activation_dtype, quant, ...: `activemem_jax.models.load_from_config`)."""
+        activation_dtype, quant, ...: `activemem_jax.schema.Model`); float32 unless it says."""
         import ml_collections
 
-        section = {"path": model} if isinstance(model, str) else dict(model)
+        section = {"dtype": "float32", **({"path": model} if isinstance(model, str) else dict(model))}
         cfg = ml_collections.ConfigDict({"model": section, "engine": {"max_slots": max_slots, "max_len": max_len}})
         return cls.from_config(cfg, **defaults)
 

@@ -161,7 +161,8 @@ def oracle_bench(objectives, n_tasks: int):
     ts = build_section(synthetic_section(world_seed=0, seed=1, n_objectives=tuple(objectives), n_tasks=n_tasks,
                                          kinds=("chain",)))
     tools = Toolbox(search_tools(ts.search, list(ts.documents)))
-    return ts.source, ts.by_group(), tools, build.model(build.config(model={"path": "embedded"}))
+    model = build.model(build.config(model={"path": "embedded", "dtype": "float32", "remat": False}))
+    return ts.source, ts.by_group(), tools, model
 
 
 __all__ = ["METRICS", "AccountingClient", "OracleClient", "PacedOracleClient", "oracle_bench"]

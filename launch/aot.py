@@ -70,7 +70,7 @@ def main(argv):
         schema.load(cfg)  # every field checked before libtpu loads
         if unknown:
             raise topologies.TopologyError(f"--only {unknown}: choose from {', '.join(FUNCTIONS)}")
-        sl = topologies.get_slice(_TOPOLOGY.value or cfg.get("topology", "") or "v5p-8")
+        sl = topologies.get_slice(_TOPOLOGY.value or schema.part(cfg, "topology") or "v5p-8")
         m = cfg.mesh
         topologies.mesh_sizes(sl.name, sl.chips, m.data, m.fsdp, m.tensor)  # before libtpu: fast errors
         runtime = aot.runtime_options(cfg.model)

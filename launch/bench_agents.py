@@ -98,7 +98,7 @@ def main():
 
         if args.weights == "bf16w":
             model = build.model(build.config(model={"path": "embedded", "dtype": "bfloat16",
-                                                    "activation_dtype": "float32"}))
+                                                    "activation_dtype": "float32", "remat": False}))
         timing = {}
         if not args.paced_only:  # the embedded model's own free run
             engine = build.engine(build.config(engine={"max_slots": 8, "max_len": 4096}), model)

@@ -231,7 +231,8 @@ def main():
     from activemem_jax import build, sharding
 
     mesh = sharding.make_mesh(devices=jax.devices()[:1])
-    load = lambda **kw: build.model(build.config(model={"path": "embedded", **kw}), mesh)  # noqa: E731
+    def load(**kw):
+        return build.model(build.config(model={"path": "embedded", "dtype": "float32", "remat": False, **kw}), mesh)
     question = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a map."}]
     if args.detokenize_only:
         model = load()

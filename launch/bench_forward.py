@@ -43,7 +43,8 @@ def bench_ours(tokens_by_batch, repeats):
     from activemem_jax import build, sharding
 
     t0 = time.perf_counter()
-    model = build.model(build.config(model={"path": "embedded"}), sharding.make_mesh(devices=jax.devices()[:1]))
+    model = build.model(build.config(model={"path": "embedded", "dtype": "float32", "remat": False}),
+                        sharding.make_mesh(devices=jax.devices()[:1]))
     load_s = time.perf_counter() - t0
 
     def run(state, tokens, last_only):

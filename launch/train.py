@@ -10,6 +10,7 @@ tensorboard/, checkpoints/ (orbax, resumed automatically), summary.json.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,21 +37,17 @@ def init_distributed(cfg) -> None:
     jax.distributed.initialize(**kwargs)
 
 
-def evaluate_before_after(trainer, cfg) -> dict:
+def evaluate_before_after(trainer) -> dict:
     from activemem_jax.activemem import evaluate as ev
     from activemem_jax.tasks import build_section
 
-    e, d = cfg.eval, cfg.data
+    e, d = trainer.run.eval, trainer.run.data
     # the registered task's held-out set: eval's split, sizes and seed + 1 (the synthetic world
     # stays the training one: world_seed), eval.qa_files / eval.path, else the training files;
     # no format reward, so em is the answers' score
-    held = d.copy_and_resolve_references()
-    with held.unlocked():
-        held.update({"n_objectives": tuple(e.n_objectives), "n_tasks": e.n_tasks, "seed": d.seed + 1,
-                     "world_seed": d.seed if d.get("world_seed", -1) < 0 else d.world_seed, "split": e.split, "format_reward": 0.0})
-        for key in ("qa_files", "path"):
-            if e.get(key):
-                held[key] = e[key]
+    held = dataclasses.replace(d, n_objectives=tuple(e.n_objectives), n_tasks=e.n_tasks, seed=d.seed + 1,
+                               world_seed=d.seed if d.world_seed < 0 else d.world_seed, split=e.split,
+                               format_reward=0.0, qa_files=e.qa_files or d.qa_files, path=e.path or d.path)
     ts = build_section(held, trainer.model, "data")
     tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
     turns = lambda n: min(e.max_turns_cap, e.turns_per_objective * n + e.extra_turns)  # noqa: E731
@@ -60,7 +57,7 @@ def evaluate_before_after(trainer, cfg) -> dict:
         if name == "before" and trainer.params["lora"]:
             trainer.engine.set_weights(trainer.model.state)
         for r in ev.evaluate(trainer.model, trainer.engine, retriever, base, ["activemem"], tasks, turns,
-                             seed=cfg.seed, restore=restore, make_env=make_env):
+                             seed=trainer.run.seed, restore=restore, make_env=make_env):
             rows.append({**r, "variant": name})
     trainer._sync_policy()
     return ev.summarize(rows)
@@ -100,13 +97,13 @@ def evaluate_recall_before_after(trainers, cfg) -> dict:
     base = build.policy_config(cfg)
     rows = {}
     for trainer in trainers:
-        seed = trainer.cfg.seed
+        seed = trainer.run.seed
         before = build.policy(cfg, trainer.gen_model, trainer.engine, seed=seed, config=base)
         rows[f"before (seed {seed})"] = evaluate(before, tasks, seed=cfg.seed, codes=codes)
     for trainer in trainers:
-        after = build.policy(cfg, trainer.gen_model, trainer.engine, seed=trainer.cfg.seed, config=base)
+        after = build.policy(cfg, trainer.gen_model, trainer.engine, seed=trainer.run.seed, config=base)
         _load_trained(after, trainer)
-        rows[f"after (seed {trainer.cfg.seed})"] = evaluate(after, tasks, seed=cfg.seed, codes=codes)
+        rows[f"after (seed {trainer.run.seed})"] = evaluate(after, tasks, seed=cfg.seed, codes=codes)
     summary = ev.recall_verdict(rows, NO_TRAINING)
     print(table(rows))
     print(report.verdict_line(summary))
@@ -117,7 +114,9 @@ def seed_configs(cfg) -> list:
     """One config per training seed (cfg.train.seeds, else cfg.seed alone): seed k trains
     from init seed k on training tasks drawn with data seed data.seed + 2 (k - first seed)
     (another order and other tasks), under out_dir/seed_k when there are several."""
-    seeds = tuple(cfg.train.get("seeds", ()) or (cfg.seed,))
+    from activemem_jax import schema
+
+    seeds = tuple(schema.part(cfg, "train").seeds or (schema.part(cfg, "seed"),))
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"train.seeds={seeds}: seeds must be distinct")
     if len(seeds) == 1:
@@ -154,8 +153,6 @@ def main(argv):
     init_distributed(cfg)
     import jax
 
-    from activemem_jax.activemem import evaluate as ev
-
     from launch import eval_report as report
     from activemem_jax.rl import preemption
     from activemem_jax.rl.trainer import Trainer
@@ -188,7 +185,7 @@ def main(argv):
         elif cfg.eval.enabled and cfg.data.name in ("recall", "dossier"):
             summary["eval"] = evaluate_recall_before_after(trainers, cfg)
         elif cfg.eval.enabled:
-            table = evaluate_before_after(trainers[0], configs[0])
+            table = evaluate_before_after(trainers[0])
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
             print(report.format_table(table))
     except preemption.Preempted as e:

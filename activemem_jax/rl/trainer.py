@@ -37,7 +37,7 @@ from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import batch_rows
 from activemem_jax.rl.metrics_log import MetricsLog
-from activemem_jax.build import decay_length, loss_config, optimizer_from, step_lr_factor
+from activemem_jax.build import step_lr_factor
 from activemem_jax.rl.update import TrainStep
 
 log = logging.getLogger(__name__)
@@ -50,74 +50,67 @@ TREE_METRICS = ("tree_loss", "tree_acc", "tree_kl", "grad_norm", "skipped", "gra
 
 class Trainer:
     def __init__(self, cfg, *, model=None, engine=None):
+        """cfg: a run config (checked by `schema.load`: a ConfigError names a bad field) or a
+        checked `schema.Run`; model / engine: ones already built. Its parts come from one
+        call (`build.training`); this class keeps the loop."""
         from activemem_jax.data.loaders import grain_dataset
         from activemem_jax.data.streams import StreamOrder, is_streamed
-        from activemem_jax.sharding import host_mesh
 
+        parts = build.training(cfg, backbone=model, engine_=engine)
         self.cfg = cfg
-        self.run = schema.load(cfg)  # every field checked (types, ranges, contradictions), one error naming it
-        t = cfg.train
-        model = model if model is not None else build.model(cfg)
-        self.model = model  # the training backbone, sharded over the global mesh
-        self.mesh = model.mesh
+        self.run = run = parts.run  # every field checked (types, ranges, contradictions), one error naming it
+        t = run.train
+        self.model = parts.model  # the training backbone, sharded over the global mesh
+        self.mesh = self.model.mesh
         self.hosts = Hosts(self.mesh)
-        self.gen_model = model
-        if self.hosts.count > 1:  # each host rolls out on its own devices, with its own engine
-            self.gen_model = build.model(cfg, host_mesh(), remat=False, remat_policy="")
-            if t.mini_batch_rows % self.hosts.count:
-                raise ValueError(f"train.mini_batch_rows={t.mini_batch_rows} must be a multiple of the "
-                                 f"{self.hosts.count} processes")
-        self._own_engine = engine is None
-        self.engine = engine or build.engine(cfg, self.gen_model)
-        self.policy = build.policy(cfg, self.gen_model, self.engine)
-        task_set = build.tasks(cfg, model)
-        self.tasks, self.make_env, self.search = task_set.tasks, task_set.make_env, task_set.search
+        self.gen_model = parts.gen_model  # each host's copy for rollouts (the same with one process)
+        self._own_engine = parts.own_engine
+        self.engine = parts.engine
+        self.policy = parts.policy
+        self.tasks, self.make_env, self.search = parts.task_set.tasks, parts.task_set.make_env, parts.task_set.search
         self.streamed = is_streamed(self.tasks)  # episodes of streams (envs/dossier.py): in order
+        if not self.streamed and len(self.tasks) < t.prompts_per_step:
+            raise schema.ConfigError(f"train.prompts_per_step={t.prompts_per_step}: the data section gives "
+                                     f"{len(self.tasks)} training tasks; lower it or raise data.n_tasks")
         if self.streamed:
-            self.data = StreamOrder(self.tasks, t.prompts_per_step, seed=cfg.seed, process_index=self.hosts.index,
+            self.data = StreamOrder(self.tasks, t.prompts_per_step, seed=run.seed, process_index=self.hosts.index,
                                     process_count=self.hosts.count)
         else:
-            self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=cfg.seed, shuffle=True,
+            self.data = iter(grain_dataset(self.tasks, t.prompts_per_step, seed=run.seed, shuffle=True,
                                            process_index=self.hosts.index, process_count=self.hosts.count,
-                                           drop_remainder=True).repeat().to_iter_dataset()) \
-                if len(self.tasks) >= t.prompts_per_step else None
-        if self.data is None:
-            raise ValueError(f"{len(self.tasks)} training tasks; train.prompts_per_step is {t.prompts_per_step}")
-        self._check_span(self.run.train)
+                                           drop_remainder=True).repeat().to_iter_dataset())
+        self._check_span(t)
         lora = {}
-        if cfg.lora.rank:
-            lora = init_lora(model.state, cfg.lora.rank, tuple(cfg.lora.targets), jax.random.PRNGKey(cfg.seed))
+        if run.lora.rank:
+            lora = init_lora(self.model.state, run.lora.rank, tuple(run.lora.targets), jax.random.PRNGKey(run.seed))
         self.params = self.hosts.replicate({"controller": self.policy.params, "lora": lora})
         self.ref_params = self.hosts.replicate(self.params)  # phi_0 (and zero LoRA): the reference
         self.tree_ref = None  # train.tree_kl: the params GRPO started from (`_tree_reference`)
-        o = cfg.optim
-        self.optimizer = optimizer_from(cfg)
+        self.optimizer = parts.optimizer
         self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
-        if self.run.train.key_coef and self.hosts.count > 1:
-            raise ValueError("train.key_coef > 0 is single-process for now (the key loss reads every row of the step)")
-        self.loss_cfg = loss_config(cfg)
+        self.loss_cfg = parts.loss
         # GRPO's own rate scales the optimizer's updates (Adam: the same as its lr), so SFT and
         # GRPO share one optimizer state
-        lr_grpo = self.run.optim.lr_grpo
-        self.grpo_scale = lr_grpo / o.lr_controller if lr_grpo else 1.0
-        self.decay_steps = decay_length(self.run.optim, self.run.train)
+        self.grpo_scale = parts.grpo_scale
+        self.decay_steps = parts.decay_steps
         self._updates: dict = {}
         self.update = self._update_fn(t.algo, False)
-        self.sft_steps = self.run.train.sft_steps if t.algo == "grpo" else 0  # SFT warm start, then GRPO
+        self.sft_steps = t.sft_steps if t.algo == "grpo" else 0  # SFT warm start, then GRPO
         self.step = 0
-        self.ckpt = self._checkpoints(os.path.join(cfg.out_dir, "checkpoints"))
-        c = cfg.checkpoint
+        self.ckpt = self._checkpoints(os.path.join(run.out_dir, "checkpoints"))
+        c = run.checkpoint
         if self.ckpt.steps() and not c.resume:
-            if not c.get("overwrite", False):
-                raise ValueError(f"checkpoint.resume=False, but {cfg.out_dir} holds a run (checkpoint steps "
-                                 f"{self.ckpt.steps()}): resume it (checkpoint.resume=True), give a new "
-                                 "--config.out_dir, or set --config.checkpoint.overwrite=True to set it aside")
+            if not c.overwrite:
+                raise schema.ConfigError(
+                    f"checkpoint.resume=False, but {run.out_dir} holds a run (checkpoint steps {self.ckpt.steps()}): "
+                    "resume it (checkpoint.resume=True), give a new --config.out_dir, or set "
+                    "--config.checkpoint.overwrite=True to set it aside")
             self._set_aside_run()
         if c.resume and self.ckpt.steps():
-            self._restore(int(c.get("step", 0)) or None)
-        elif c.get("step", 0):
-            raise ValueError(f"checkpoint.step={c.step}: {self.ckpt.directory} holds no checkpoint to restore")
-        self.metrics = MetricsLog(cfg.out_dir, tensorboard=cfg.log.tensorboard, resume_step=self.step,
+            self._restore(c.step or None)
+        elif c.step:
+            raise schema.ConfigError(f"checkpoint.step={c.step}: {self.ckpt.directory} holds no checkpoint to restore")
+        self.metrics = MetricsLog(run.out_dir, tensorboard=run.log.tensorboard, resume_step=self.step,
                                  enabled=jax.process_index() == 0)
         self._sync_policy()
 
@@ -126,11 +119,11 @@ class Trainer:
         self.policy.params = self.hosts.local(self.params["controller"])
         if self.params["lora"]:
             lora = self.hosts.local(self.params["lora"])
-            self.engine.set_weights(merge_lora(self.gen_model.state, lora, self.cfg.lora.alpha))
+            self.engine.set_weights(merge_lora(self.gen_model.state, lora, self.run.lora.alpha))
 
     def _meta(self) -> dict:
-        return {"step": self.step, "data": jsonable(self.data.get_state()), "seed": self.cfg.seed,
-                "lora_alpha": float(self.cfg.lora.alpha), "algo": self.cfg.train.algo}
+        return {"step": self.step, "data": jsonable(self.data.get_state()), "seed": self.run.seed,
+                "lora_alpha": float(self.run.lora.alpha), "algo": self.run.train.algo}
 
     def save(self):
         memory = jax.tree.map(np.asarray, self.policy.memory_state)  # host arrays: the same on every host
@@ -143,17 +136,17 @@ class Trainer:
             n += 1
         self.ckpt.close()
         os.rename(self.ckpt.directory, f"{self.ckpt.directory}.replaced{n}")
-        metrics = os.path.join(self.cfg.out_dir, "metrics.jsonl")
+        metrics = os.path.join(self.run.out_dir, "metrics.jsonl")
         if os.path.exists(metrics):
             os.rename(metrics, f"{metrics}.replaced{n}")
-        log.warning("checkpoint.overwrite: the run in %s was set aside as checkpoints.replaced%d", self.cfg.out_dir, n)
+        log.warning("checkpoint.overwrite: the run in %s was set aside as checkpoints.replaced%d", self.run.out_dir, n)
         self.ckpt = self._checkpoints(self.ckpt.directory)
 
     def _checkpoints(self, directory: str) -> Checkpoints:
         """The run's checkpoints: the newest checkpoint.keep, and for good the SFT warm start's
         end (step train.sft_steps: the "SFT only" row, and train.tree_kl's reference on a resume)."""
-        c = self.cfg.checkpoint
-        sft_end = (self.sft_steps,) if 0 < self.sft_steps < self.cfg.train.steps else ()
+        c = self.run.checkpoint
+        sft_end = (self.sft_steps,) if 0 < self.sft_steps < self.run.train.steps else ()
         return Checkpoints(directory, keep=c.keep, async_save=c.async_save, preserve=sft_end)
 
     def _restore(self, step: Optional[int] = None):
@@ -176,10 +169,11 @@ class Trainer:
             elif self.sft_steps in self.ckpt.steps():
                 self.tree_ref = self.hosts.replicate(self.ckpt.restore(self.params, step=self.sft_steps)["params"])
             else:
-                raise ValueError(f"train.tree_kl={self.run.train.tree_kl}: resuming at step {self.step} needs the "
-                                 f"head GRPO started from, the checkpoint of step train.sft_steps="
-                                 f"{self.sft_steps}, and {self.ckpt.directory} holds {self.ckpt.steps()}: "
-                                 "restore that checkpoint there, or set train.tree_kl=0")
+                raise schema.ConfigError(
+                    f"train.tree_kl={self.run.train.tree_kl}: resuming at step {self.step} needs the head GRPO "
+                    f"started from, the checkpoint of step train.sft_steps={self.sft_steps}, and "
+                    f"{self.ckpt.directory} holds {self.ckpt.steps()}: restore that checkpoint there, or set "
+                    "train.tree_kl=0")
         return self.tree_ref
 
     # ------------------------------------------------------------------ one step
@@ -188,8 +182,8 @@ class Trainer:
         c = self.policy.config
         return rows.pad_rows(result, adv_rows, tree_adv_rows, extra, k=c.num_latents,
                              budget=c.max_tokens if self.algo == "grpo" else 0, path_len=c.max_depth,
-                             mini_batch_rows=self.cfg.train.mini_batch_rows, hosts=self.hosts,
-                             frozen=not self.cfg.lora.rank, micro_batch_rows=self.cfg.train.micro_batch_rows)
+                             mini_batch_rows=self.run.train.mini_batch_rows, hosts=self.hosts,
+                             frozen=not self.run.lora.rank, micro_batch_rows=self.run.train.micro_batch_rows)
 
     @staticmethod
     def _key_rows(result) -> dict:
@@ -207,7 +201,7 @@ class Trainer:
 
     def _chunks(self, batch: dict) -> list[tuple[dict, bool]]:
         """(chunk, tree_only) per mini-batch."""
-        return rows.chunks(batch, self.cfg.train.mini_batch_rows, self.hosts)
+        return rows.chunks(batch, self.run.train.mini_batch_rows, self.hosts)
 
     def lr_scale(self, algo: str, step: int) -> float:
         """What multiplies the optimizer's updates at training step `step`: GRPO with its own
@@ -228,7 +222,7 @@ class Trainer:
     @property
     def algo(self) -> str:
         """This step's algorithm: SFT for the first train.sft_steps steps, then train.algo."""
-        return "sft" if self.step < self.sft_steps else self.cfg.train.algo
+        return "sft" if self.step < self.sft_steps else self.run.train.algo
 
     def _check_span(self, t) -> None:
         """train.grpo_span > 1 joins consecutive episodes of a stream (`join_episodes`): the
@@ -237,15 +231,16 @@ class Trainer:
         if span == 1 or t.algo != "grpo" or t.steps <= t.sft_steps:
             return
         if not self.streamed:
-            raise ValueError(f"train.grpo_span={span} joins a stream's episodes; data.name="
-                             f"{self.cfg.data.name!r} has no streams: set train.grpo_span=1")
+            raise schema.ConfigError(f"train.grpo_span={span} joins a stream's episodes; data.name="
+                                     f"{self.run.data.name!r} has no streams: set train.grpo_span=1")
         if self.data.episodes % span or t.sft_steps % span:
-            raise ValueError(f"train.grpo_span={span} must divide the streams' {self.data.episodes} episodes and "
-                             f"train.sft_steps={t.sft_steps} (each SFT step runs one episode), so a span starts at "
-                             "a stream's first episode")
+            raise schema.ConfigError(
+                f"train.grpo_span={span} must divide the streams' {self.data.episodes} episodes and "
+                f"train.sft_steps={t.sft_steps} (each SFT step runs one episode), so a span starts at a stream's "
+                "first episode")
 
     def rollout(self):
-        t = self.cfg.train
+        t = self.run.train
         tasks = next(self.data)
         span = self.run.train.grpo_span if self.algo == "grpo" and self.streamed else 1
         if span > 1:  # one rollout runs `span` consecutive episodes of each stream
@@ -267,7 +262,7 @@ class Trainer:
         self.engine.clear_prefix_cache()
         if self.algo == "sft":
             return self._expert_rollout(env, group, uids), group
-        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, commit=self.hosts.count == 1,
+        result = self.policy.rollout(env, group, seed=self.run.seed, uids=uids, commit=self.hosts.count == 1,
                                      temperature=self.policy.config.temperature, group_size=t.group_size)
         if self.hosts.count > 1:
             result = self.policy.commit(result, gather=self.hosts.gather_commit)
@@ -278,19 +273,21 @@ class Trainer:
 
         if hasattr(env, "expert"):  # the environment knows its right responses (recall)
             writes = None
-            if self.cfg.train.get("sft_tree", "rule") == "expert":
+            if self.run.train.sft_tree == "expert":
                 writes = getattr(env, "expert_write", None)
                 if writes is None:
-                    raise ValueError(f"train.sft_tree='expert': data.name={self.cfg.data.name!r} has no expert "
-                                     "writes (env.expert_write); use sft_tree='rule'")
-            result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
+                    raise schema.ConfigError(f"train.sft_tree='expert': data.name={self.run.data.name!r} has no "
+                                             "expert writes (env.expert_write); use sft_tree='rule'")
+            result = self.policy.rollout(env, group, seed=self.run.seed, uids=uids, tree_rule=True,
                                          commit=self.hosts.count == 1, responder=env.expert, tree_expert=writes)
             return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
         if self.search is None:
-            raise ValueError("SFT needs a benchmark with an oracle solver (data.name='synthetic')")
-        k = self.cfg.data.retrieval_topk
+            raise schema.ConfigError(f"train.sft_steps={self.sft_steps}: SFT needs expert turns, and data.name="
+                                     f"{self.run.data.name!r} has neither an environment expert nor an oracle "
+                                     "solver (data.name='synthetic', 'recall', 'dossier'); set train.sft_steps=0")
+        k = self.run.data.retrieval_topk
         scripts = [expert_actions(task, lambda q, n: self.search.search(q, n), k) for task in group]
-        result = self.policy.rollout(env, group, seed=self.cfg.seed, uids=uids, tree_rule=True,
+        result = self.policy.rollout(env, group, seed=self.run.seed, uids=uids, tree_rule=True,
                                      commit=self.hosts.count == 1,
                                      responder=lambda i, turn: scripts[i][min(turn, len(scripts[i]) - 1)])
         return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
@@ -304,7 +301,7 @@ class Trainer:
         train.credit "turn" a scored turn's tokens and search take their own turn's group
         advantage; with train.write_credit "to_go" a write is credited with the answers
         after it, plus the node term."""
-        t = self.cfg.train
+        t = self.run.train
         trajs = result.trajectories
         paths = np.stack([s.credit_path for tr in trajs for s in tr.steps]).astype(np.int32)
         ids = self.policy.config.capacity + max(len(tr.steps) for tr in trajs)
@@ -337,7 +334,7 @@ class Trainer:
         threshold rule on the same states (the expert's writes build the trees the latents
         learn to read); "mix": both, the rule's action weighted train.sft_rule_share
         (rl/update.py)."""
-        t = self.cfg.train
+        t = self.run.train
         field = "rule_action" if t.sft_head == "rule" else "tree_action"
         steps = [s for tr in result.trajectories for s in tr.steps]
         extra = {"tree_target": np.asarray([getattr(s, field) for s in steps], np.int32)}
@@ -346,7 +343,7 @@ class Trainer:
         return extra
 
     def train_step(self) -> dict:
-        t = self.cfg.train
+        t = self.run.train
         algo = self.algo
         t0 = time.perf_counter()
         enc = self.policy.encoder
@@ -399,7 +396,7 @@ class Trainer:
         n_updates = 0
         scale = self.lr_scale(algo, self.step + 1)
         for epoch in range(t.ppo_epochs):
-            order = np.random.default_rng([self.cfg.seed, self.step, epoch]).permutation(len(chunks))
+            order = np.random.default_rng([self.run.seed, self.step, epoch]).permutation(len(chunks))
             for j in order:
                 chunk, tree_only = chunks[j]
                 update = self._update_fn(algo, tree_only)
@@ -433,7 +430,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def train(self, steps: Optional[int] = None) -> list[dict]:
-        steps = self.cfg.train.steps if steps is None else steps
+        steps = self.run.train.steps if steps is None else steps
         history = []
         with self.metrics.progress(total=steps, start=self.step) as advance, preemption.deferred():
             while self.step < steps:
@@ -444,7 +441,7 @@ class Trainer:
                 self.metrics.write(m)
                 advance(m)
                 history.append(m)
-                saved = self.step % self.cfg.checkpoint.every == 0 or self.step in (steps, *self.ckpt.preserve)
+                saved = self.step % self.run.checkpoint.every == 0 or self.step in (steps, *self.ckpt.preserve)
                 if saved:
                     self.save()
                 signum = preemption.requested(self.hosts)

@@ -88,13 +88,23 @@ def require_env(ts: TaskSet, name: str, where: str = "data") -> TaskSet:
 
 def build_section(d, model=None, where: str = "data") -> TaskSet:
     """The TaskSet of any config section with a `name` (a run's, an evaluation's or the
-    agent harness's `data`); `model` only for the families that need it (first_token)."""
+    agent harness's `data`: `schema.Data`, its fields typed here, a missing one taking the
+    schema's default; the ranges are checked where a run config loads); `model` only for
+    the families that need it (first_token)."""
+    import dataclasses
+
+    import ml_collections
+
+    from activemem_jax.schema import Data, section
+
+    if not isinstance(d, Data):
+        d = section(Data, d, where, check=False)
     if d.name not in BUILDERS:
         raise ValueError(f"{where}.name={d.name!r}: use one of {sorted(BUILDERS)}")
     from activemem_jax.data.bad_rows import check_policy
 
-    check_policy(d.get("bad_rows", "strict"), f"{where}.bad_rows")
-    return BUILDERS[d.name](d, model)
+    check_policy(d.bad_rows, f"{where}.bad_rows")
+    return BUILDERS[d.name](ml_collections.ConfigDict(dataclasses.asdict(d)), model)
 
 
 def names() -> list[str]:

@@ -62,8 +62,8 @@ def gaia(d, model=None) -> TaskSet:
     that `text_only` keeps. No corpus: search only through `retrieval_url`."""
     from activemem_jax.data.loaders import load_gaia
 
-    rows = [r for r in load_gaia(d.path, bad_rows=d.get("bad_rows", "strict"))
-            if gaia_keeps(r, d.get("text_only", ""))][: d.n_tasks]
+    rows = [r for r in load_gaia(d.path, bad_rows=d.bad_rows)
+            if gaia_keeps(r, d.text_only)][: d.n_tasks]
     return TaskSet([gaia_task(r) for r in rows], search=corpus_search(d, ()), score=gaia_score, group=level)
 
 
@@ -73,8 +73,8 @@ def browsecomp_plus(d, model=None) -> TaskSet:
     `corpus`; `n_tasks` picked by `balance` (`select_balanced`)."""
     from activemem_jax.data.loaders import load_browsecomp_plus
 
-    data = load_browsecomp_plus(d.queries, d.corpus, canary=d.canary or None, bad_rows=d.get("bad_rows", "strict"))
-    balance = d.get("balance", "")
+    data = load_browsecomp_plus(d.queries, d.corpus, canary=d.canary or None, bad_rows=d.bad_rows)
+    balance = d.balance
     level_of = levels(data["queries"], balance)
     rows = select_balanced(data["queries"], balance, d.n_tasks, d.seed)
     tasks = [{"id": r["id"], "question": r["question"], "answers": [r["answers"]], "level": level_of(r)}

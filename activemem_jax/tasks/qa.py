@@ -22,15 +22,15 @@ def qa_retriever(d):
     """The QA tasks' search backend: `index` (a directory `python -m
     activemem_jax.data.index build` wrote), else `corpus` (a JSONL corpus, indexed in
     memory), else `retrieval_url` (a Search-R1 retrieval server), else closed-book."""
-    if d.get("index", ""):
+    if d.index:
         from activemem_jax.data.index import IndexRetriever
 
         return IndexRetriever(_path(d, "index", "the retrieval index directory"))
-    if d.get("corpus", ""):
+    if d.corpus:
         from activemem_jax.data.retrieval import BM25Retriever, load_corpus
 
-        return BM25Retriever(load_corpus(_path(d, "corpus", "the JSONL corpus"), d.get("bad_rows", "strict")))
-    if d.get("retrieval_url", ""):
+        return BM25Retriever(load_corpus(_path(d, "corpus", "the JSONL corpus"), d.bad_rows))
+    if d.retrieval_url:
         from activemem_jax.data.retrieval import RemoteRetriever
 
         return RemoteRetriever(d.retrieval_url)
@@ -42,7 +42,7 @@ def qa_retriever(d):
 def corpus_search(d, documents):
     """The search backend of a task family that ships its corpus (the synthetic world,
     BrowseComp-Plus): `retrieval_url` when given, else BM25 over `documents`, else None."""
-    if d.get("retrieval_url", ""):
+    if d.retrieval_url:
         from activemem_jax.data.retrieval import RemoteRetriever
 
         return RemoteRetriever(d.retrieval_url)
@@ -58,8 +58,8 @@ def qa_env(d, retriever):
     from activemem_jax.envs import MultiObjectiveQAEnv
 
     return lambda max_turns=None: MultiObjectiveQAEnv(retriever, max_turns=max_turns or d.max_turns,
-                                                      topk=d.get("retrieval_topk", 3),
-                                                      format_reward=d.get("format_reward", 0.0))
+                                                      topk=d.retrieval_topk,
+                                                      format_reward=d.format_reward)
 
 
 def compose(pool: list, n: int, n_tasks: int, seed: int, prefix: str) -> list[dict]:
@@ -82,7 +82,7 @@ def compose(pool: list, n: int, n_tasks: int, seed: int, prefix: str) -> list[di
 def _qa_pool(d) -> list[dict]:
     from activemem_jax.data.loaders import load_flashrag
 
-    files = d.get("qa_files", ()) or ()
+    files = d.qa_files or ()
     if isinstance(files, str):
         files = (files,)
     if not files:
@@ -90,7 +90,7 @@ def _qa_pool(d) -> list[dict]:
     pool = []
     for k, f in enumerate(files):
         for row in load_flashrag(_path({"qa_files": f}, "qa_files", f"FlashRAG JSONL file {k}"),
-                                 bad_rows=d.get("bad_rows", "strict")):
+                                 bad_rows=d.bad_rows):
             pool.append({**row, "id": f"{k}:{row['id']}"})
     return pool
 

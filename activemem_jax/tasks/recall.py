@@ -7,17 +7,20 @@ from activemem_jax.tasks._registry import TaskSet, register
 
 
 def recall_codes(d) -> tuple:
-    """The recall task's closed answer set: data.codes, or envs.recall.CODES when empty."""
+    """The recall task's closed answer set: data.codes, or envs.recall.CODES when empty
+    (d: a data section, checked against `schema.Data`)."""
     from activemem_jax.envs.recall import CODES
+    from activemem_jax.schema import Data, section
 
-    return tuple(d.get("codes", ()) or CODES)
+    codes = d.codes if isinstance(d, Data) else section(Data, d, "data", check=False).codes
+    return tuple(codes or CODES)
 
 
 @register("recall")
 def recall(d, model=None) -> TaskSet:
     from activemem_jax.envs.recall import RecallEnv, make_recall_tasks
 
-    n_q = d.get("n_questions", 0) or d.n_facts
+    n_q = d.n_questions or d.n_facts
     if d.max_turns < d.n_facts + n_q:
         raise ValueError(f"data.n_facts={d.n_facts} and data.n_questions={n_q} need data.max_turns >= "
                          f"{d.n_facts + n_q} (a turn per fact and per question); it is {d.max_turns}")

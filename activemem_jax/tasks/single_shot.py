@@ -11,7 +11,7 @@ def _math_env(d):
     from activemem_jax.envs import MathEnv
     from activemem_jax.envs.segmented import SegmentedEnv
 
-    delimiter = d.get("delimiter", "")
+    delimiter = d.delimiter
     return lambda max_turns=None: (SegmentedEnv(MathEnv(), delimiter, max_turns or d.max_turns) if delimiter
                                    else MathEnv())
 
@@ -21,8 +21,8 @@ def math(d, model=None) -> TaskSet:
     from activemem_jax.data.loaders import load_gsm8k, load_math
 
     rows = (load_gsm8k if d.name == "gsm8k" else load_math)(_path(d, "path", f"the {d.name} data"),
-                                                            bad_rows=d.get("bad_rows", "strict"))
-    rows = rows[: d.n_tasks] if d.get("n_tasks", 0) else rows
+                                                            bad_rows=d.bad_rows)
+    rows = rows[: d.n_tasks] if d.n_tasks else rows
     tasks = [{**r, "questions": [r["question"]], "answers": [[r["answer"]]]} for r in rows]
     return TaskSet(tasks, _math_env(d))
 

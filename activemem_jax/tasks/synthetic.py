@@ -16,9 +16,9 @@ def synthetic(d, model=None) -> TaskSet:
     The TaskSet's `source` is the world (the benchmarks' oracle clients read it)."""
     from activemem_jax.data import synthetic_world
 
-    world_seed = d.get("world_seed", -1)
+    world_seed = d.world_seed
     world = synthetic_world.generate(seed=d.seed if world_seed < 0 else world_seed, n_entities=d.n_entities)
-    kinds = tuple(d.get("kinds", ("chain", "constraint")))
+    kinds = tuple(d.kinds)
     tasks = []
     for n in d.n_objectives:
         tasks += synthetic_world.make_tasks(world, d.split, n, d.n_tasks, seed=d.seed, kinds=kinds)
