@@ -4,7 +4,7 @@ separate context spaces; only typed returns cross their boundaries (paper sectio
     agent = HyMemAgent(client, toolbox, HyMemConfig())
     result = agent.run(question)   # Result(answer, confidence, trace, usage)
 
-Fold trigger (Eq. 17, docs/design.md#memories-and-folds): every counter counts since the
+Fold trigger (Eq. 17, docs/design_hymem.md#memories-and-folds): every counter counts since the
 last fold, consecutive executor failures included; context utilization is the token count
 of the planner prompt the next call would send (`client.count_tokens` when the client has
 it, else the prompt's characters at the tokens-per-character rate of the run's last real

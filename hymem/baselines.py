@@ -4,7 +4,7 @@
 - Summary agent: when the context passes `summary_threshold` tokens, the last 3 turns
   are summarized by the model and replaced by the summary; the older history stays.
 - ReSum: at `resum_fraction` (90%) of the context window, the previous summary and
-  everything after it are summarized into one new summary (docs/design.md#baselines:
+  everything after it are summarized into one new summary (docs/design_hymem.md#baselines:
   nothing found earlier is lost) and the context restarts from [system, question + summary].
 """
 

@@ -1,5 +1,5 @@
 """phi: distill a raw tool observation before the executor model sees it (paper Eq. 8,
-o' = phi(o | d), docs/design.md#distillation).
+o' = phi(o | d), docs/design_hymem.md#distillation).
 
 Two stages. `rule_filter(o)`, the pre-filter, strips markup, navigation and boilerplate
 lines, duplicates and tool noise (tracebacks, bare status lines) and keeps lines with

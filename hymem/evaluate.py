@@ -25,7 +25,7 @@ task family and its files with the fields ActiveMem's configs use, and its optio
 (bad_rows, text_only, balance, retrieval_url) are the task families'
 (activemem_jax/tasks/agents.py, synthetic.py); a task's tools are the family's search over
 its corpus and parse_file over the task's own attachment only (`hymem.tools.task_toolbox`,
-docs/design.md#benchmark-hygiene).
+docs/design_hymem.md#benchmark-hygiene).
 
 Importing this module imports no JAX.
 """

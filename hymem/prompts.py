@@ -1,5 +1,5 @@
 """HyMem's prompts (paper Tables 4-7). The executor calls tools as JSON tool calls
-(docs/design.md#tools: never by executing model-written code), so its tool section says so."""
+(docs/design_hymem.md#tools: never by executing model-written code), so its tool section says so."""
 
 PLANNER = """You are an expert research planner with memory-augmented reasoning capabilities. Your task is to analyze complex questions and devise effective search strategies. You work with a specialized search actor and can create reasoning isoReasons. Your goal is to reach the best final answer by combining structured analysis, targeted retrieval, delegated reasoning, and memory-guided iteration.
 

@@ -122,7 +122,7 @@ def search_tools(retriever, documents: Optional[Sequence[dict]] = None,
 def file_tool(paths: Sequence[str], max_chars: int = 20000) -> Tool:
     """parse_file for PDF, CSV, XLSX, DOCX, TXT, HTML, confined to `paths`: files (read by
     their path or their bare name) or directories (anything beneath). A benchmark passes
-    the task's attachment files only (docs/design.md#benchmark-hygiene), never the
+    the task's attachment files only (docs/design_hymem.md#benchmark-hygiene), never the
     benchmark directory, whose metadata holds the gold answers. The tool's description
     names the readable files."""
     real = [os.path.realpath(p) for p in paths]
@@ -160,7 +160,7 @@ def clip_arguments(arguments: dict, max_chars: int = 500) -> dict:
 
 def task_toolbox(task: dict, search: Sequence = ()) -> "Toolbox":
     """HyMem's tools for one task of a task family: the shared search tools, and
-    parse_file over the task's own attachment files only (docs/design.md#benchmark-hygiene)."""
+    parse_file over the task's own attachment files only (docs/design_hymem.md#benchmark-hygiene)."""
     files = list(task.get("files") or [])
     return Toolbox(list(search) + ([file_tool(files)] if files else []))
 

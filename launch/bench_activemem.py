@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--latent-slots", choices=("before_observation", "after_observation"),
                     default="before_observation",
-                    help="where the K placeholders go (docs/design.md#latent-injection)")
+                    help="where the K placeholders go (docs/design_memory.md#latent-injection)")
     ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
                     help="f32, or bf16 weights with f32 activations (faster on CPUs with bf16 units)")
     ap.add_argument("--eval-summary", default="")

@@ -5,7 +5,7 @@ one table, used by `launch/bench_memory.py` and any evaluation that trains varia
 
 Each entry overrides run-config fields (dotted paths). Training-side ablations change
 `train.*`; the memory ones change `policy.*`. "w/o tree action head" is the static
-hierarchy of docs/design.md#ablations: the threshold rule acts in training (SFT's targets
+hierarchy of docs/design_training.md#ablations: the threshold rule acts in training (SFT's targets
 included) and in evaluation, and nothing trains the head.
 """
 

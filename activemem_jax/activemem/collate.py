@@ -3,7 +3,7 @@
     batch = collate(result.trajectories, num_latents=4)
 
 Besides tokens and masks, each row carries what the loss needs to recompute p_bar_t under
-the current controller (docs/design.md#gradient-through-memory): the path nodes'
+the current controller (docs/design_training.md#gradient-through-memory): the path nodes'
 embeddings when retrieved (`path_emb`, constants), and for every node the same episode
 wrote earlier, the writing
 turn's inputs (`writer_h`, `writer_p_bar`, `writer_q`), the kind of write and, for an

@@ -1,4 +1,4 @@
-"""Episode end (docs/design.md#rollout-and-commit): commit the rollouts' op logs to the
+"""Episode end (docs/design_memory.md#rollout-and-commit): commit the rollouts' op logs to the
 persistent tree, credit the activated paths with the episode returns, run the
 maintenance; and the tree telemetry every training step line and evaluation row reports.
 

@@ -1,11 +1,11 @@
-"""The dual-head memory controller W_phi (paper 3.3, docs/design.md#controller).
+"""The dual-head memory controller W_phi (paper 3.3, docs/design_memory.md#controller).
 
     ctrl = Controller(d_model=576, num_latents=4, hidden=512, rngs=nnx.Rngs(0))
     out = ctrl(h, p_bar)     # h, p_bar [B, d] -> ControllerOutput
 
 u = MLP_shared([h_t ; p_bar_t]) (2 layers); the latent head gives m_t [B, K, d], the tree
 head logits over (noop, insert, update). The write heads are residuals on the query q_t
-of the observation that writes (docs/design.md#tree-writes): a new node is
+of the observation that writes (docs/design_memory.md#tree-writes): a new node is
 normalize(q_t + W_ins u), an update moves the leaf towards q_t + W_upd u with the gate
 alpha = sigmoid(W_gate u).
 W_ins, W_upd and W_gate start at zero: a new node starts as the state that wrote it

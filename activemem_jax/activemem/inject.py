@@ -1,5 +1,5 @@
 """Latent injection into the frozen backbone's input embeddings
-(docs/design.md#latent-injection), and the training forward that recomputes m_t from the
+(docs/design_memory.md#latent-injection), and the training forward that recomputes m_t from the
 recorded (h_t, p_bar_t) of each turn.
 
     emb = splice(embeds, latents, latent_pos)      # [B, T, D] <- [B, K, D] at [B, K]

@@ -1,5 +1,5 @@
 """Prompt layouts for ActiveMem rollouts, with K latent placeholder tokens
-(docs/design.md#context-layout).
+(docs/design_memory.md#context-layout).
 
     layout = PromptLayout(tokenizer, num_latents=4, mode="constant")
     turn = layout.render(task_prompt, history=[(response_1, obs_1), ...])  # obs_t = newest
@@ -15,7 +15,7 @@ channel across turns (the model's own earlier responses are not carried: whateve
 crosses turns goes through the memory; the recall task uses it). At turn 0 the
 observation is the task prompt itself.
 
-Slots: "before_observation" (docs/design.md#latent-injection, the default) or
+Slots: "before_observation" (docs/design_memory.md#latent-injection, the default) or
 "after_observation" (the placeholders end the newest user message). After the observation,
 the placeholder-free prompt that encodes h_t is a prefix of the generation prompt, so the
 engine reuses its KV and a turn no longer prefills the observation twice (ActiveMem's

@@ -1,4 +1,4 @@
-"""What the controller reads of an observation s_t (docs/design.md#query-space).
+"""What the controller reads of an observation s_t (docs/design_memory.md#query-space).
 
     enc = ObservationEncoder(model)
     h, pooled = enc(["The code for Vorlan is red.", ...])   # [n, d] each, float32 numpy

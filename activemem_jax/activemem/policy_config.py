@@ -29,7 +29,7 @@ class PolicyConfig:
     layout: str = "constant"       # constant (MEM1) | full (plain full-history baseline) |
                                    # observation (newest observation only: no text across turns)
     latent_slots: str = "before_observation"  # | after_observation (no double prefill);
-                                              # docs/design.md#latent-injection
+                                              # docs/design_memory.md#latent-injection
     system_prompt: str = "default"  # the chat's system message; "default": the template's own
     use_tree: bool = True          # False = w/o HLMT
     tree_actions: bool = True      # False = w/o tree action head (the threshold rule acts)
@@ -60,7 +60,7 @@ class PolicyConfig:
     idle_utility: str = "keep"     # a node no activation reached this episode: keep its utility EMA, or
                                    # "decay" it (S = 0), so memories that are no longer read get pruned
     utility_start: str = "zero"    # S_EMA of a node never activated before: starts at 0 (the EMA's
-                                   # prior) | "first": its first episode's S sets it (docs/design.md#maintenance)
+                                   # prior) | "first": its first episode's S sets it (docs/design_memory.md#maintenance)
     credit_writes: bool = False    # a node the episode inserted counts as activated by it (credited
                                    # with its return), so a fresh memory is not ranked as never used
     max_tokens: int = 128          # per turn

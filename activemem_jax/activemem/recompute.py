@@ -1,5 +1,5 @@
 """p_bar_t recomputed under the current controller in the training loss
-(docs/design.md#gradient-through-memory).
+(docs/design_training.md#gradient-through-memory).
 
     p_bar = recompute_p_bar(controller, batch)    # [R, d], differentiable in phi
 

@@ -1,4 +1,4 @@
-"""Memory-augmented rollouts (docs/design.md#rollout-and-commit): a batch of episodes in lockstep.
+"""Memory-augmented rollouts (docs/design_memory.md#rollout-and-commit): a batch of episodes in lockstep.
 
     policy = ActiveMem(model, engine, PolicyConfig(num_latents=4))
     result = policy.rollout(env, tasks, seed=0)        # commits the op logs and maintains the tree

@@ -5,17 +5,17 @@ tree edit and op log. Pure and jitted (one compile per batch size).
                                           turn, cfg)
 
 `overlays` / `logs` are batched (leading axis E): each episode reads its own copy of the
-frozen snapshot plus its pending nodes (docs/design.md#rollout-and-commit). h [E, d] is
+frozen snapshot plus its pending nodes (docs/design_memory.md#rollout-and-commit). h [E, d] is
 the observation's last-token state (the controller's input), q [E, d] its unit query
-vector (traversal, and what inserts and updates start from, docs/design.md#tree-writes).
-Masks (docs/design.md#tree-action-masks): update needs a non-empty path; insert needs a
+vector (traversal, and what inserts and updates start from, docs/design_memory.md#tree-writes).
+Masks (docs/design_memory.md#tree-action-masks): update needs a non-empty path; insert needs a
 free slot, room in the op log, a node the tree accepts (depth, children) and no child of
 the leaf already closer than tau_merge to it.
 
 Tree actions come from the head (sampled, or argmax with greedy), or from the threshold
 rule (insert when the path is empty, else update the leaf) with `rule` (SFT targets) or
 when the head is off (`tree_actions=False`: the static hierarchy ablation,
-docs/design.md#ablations).
+docs/design_training.md#ablations).
 Rows the head did not choose get a noop-only mask, so no loss term trains the head there.
 
 With `search_temperature` > 0 a sampled step samples the search as well (memory/_search.py:
@@ -23,7 +23,7 @@ each level draws among the children and stop) and reports each level's candidate
 stored embeddings), the choices and the path's log-probability, which GRPO's search term
 recomputes under the current key head (rl/update.py). Greedy and rule steps search greedily.
 
-For the loss's recomputation of p_bar (docs/design.md#gradient-through-memory), every
+For the loss's recomputation of p_bar (docs/design_training.md#gradient-through-memory), every
 path node also reports its embedding at retrieval time and, when this episode wrote it,
 which turn did and how.
 """

@@ -121,7 +121,7 @@ def snapshot_paths(snapshot_valid, paths):
 
 def credit_ids(snapshot_valid, paths, writer_turn, capacity: int):
     """Node identities the members of a GRPO group share, for the hierarchical advantage
-    (docs/design.md#hierarchical-advantage): a node of the episode's snapshot is its slot;
+    (docs/design_training.md#hierarchical-advantage): a node of the episode's snapshot is its slot;
     a node this rollout wrote is `capacity + t`, t the turn of its last write. The members
     of a group replay one episode, so the nodes two members wrote at the same turn were
     written from the same observation: one node, wherever each overlay put it, and

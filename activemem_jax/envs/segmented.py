@@ -1,4 +1,4 @@
-"""Delimiter steps for single-shot tasks (docs/design.md#delimiter-steps): one response,
+"""Delimiter steps for single-shot tasks (docs/design_memory.md#delimiter-steps): one response,
 cut into steps.
 
     env = SegmentedEnv(MathEnv(), delimiter="\\n\\n", max_steps=8)

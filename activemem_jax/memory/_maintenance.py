@@ -1,5 +1,5 @@
 """Deferred maintenance at episode end (paper 3.3 "TreeMaintenance",
-docs/design.md#maintenance).
+docs/design_memory.md#maintenance).
 
 1. Utility: S(n) = mean return of this episode's activations of n;
    utility_ema <- (1 - beta) utility_ema + beta S for activated nodes. With idle_decay, a

@@ -1,5 +1,5 @@
 """A sampled tree search: the greedy traversal (`_ops.traverse`) as a policy, so GRPO can
-credit the search with the answer it led to (docs/design.md#a-learned-retrieval-key-key_headtrue-trainkey_coef).
+credit the search with the answer it led to (docs/design_memory.md#a-learned-retrieval-key-key_headtrue-trainkey_coef).
 
 At every level the search chooses among the node's children and "stop": logits are the
 children's cosines to the query and, for stop, the threshold a greedy step must beat

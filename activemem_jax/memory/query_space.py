@@ -1,4 +1,4 @@
-"""The space the tree is searched in (docs/design.md#query-space):
+"""The space the tree is searched in (docs/design_memory.md#query-space):
 q = normalize(P (pool(h over s_t) - mu)).
 
     space = init_query_space(d, components=4)

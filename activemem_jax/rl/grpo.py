@@ -1,4 +1,4 @@
-"""GRPO losses and advantages (docs/design.md#grpo). Pure, jittable functions.
+"""GRPO losses and advantages (docs/design_training.md#grpo). Pure, jittable functions.
 
     from activemem_jax.rl import grpo
     adv = grpo.group_advantages(rewards, group_size, eps=1e-6, normalize_std=True)  # [B*G]
@@ -111,7 +111,7 @@ def hierarchical_advantages(rewards, group_size: int, episode, path, num_nodes: 
                             lambda_h: float = 0.5, eps: float = 1e-6):
     """Per-step advantages A_{i,t} = A_i + lambda_h * mean_{n in P_t} (U(n) - mean_G R) /
     (std_G R + eps), where U(n) is the mean return of the group's rollouts that activated
-    node n (docs/design.md#hierarchical-advantage). rewards [E] (E = B*G, grouped);
+    node n (docs/design_training.md#hierarchical-advantage). rewards [E] (E = B*G, grouped);
     episode [S] the rollout of each step; path [S, D] node ids the group shares (-1 pad;
     `activemem.streams.credit_ids`), num_nodes the width of that id space.
     Returns [S] float32 (lambda_h = 0: the plain group advantage of the step's rollout)."""

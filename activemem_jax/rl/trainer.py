@@ -296,7 +296,7 @@ class Trainer:
         """GRPO's advantages: (per row for the token and latent loss, per row for the tree
         term, {"node", "turn", "write"}: the mean size of what each credit option changed).
 
-        A_{i,t} for both losses (docs/design.md#hierarchical-advantage), node credit keyed by
+        A_{i,t} for both losses (docs/design_training.md#hierarchical-advantage), node credit keyed by
         identity (streams.credit_ids: snapshot slots, then one id per writing turn); with
         train.credit "turn" a scored turn's tokens and search take their own turn's group
         advantage; with train.write_credit "to_go" a write is credited with the answers

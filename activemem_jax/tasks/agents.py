@@ -1,7 +1,7 @@
 """The agent benchmarks of the HyMem paper: gaia and browsecomp_plus (the synthetic world,
 registered in synthetic.py, serves both papers).
 
-Benchmark hygiene (docs/design.md#benchmark-hygiene): a GAIA task's question names its
+Benchmark hygiene (docs/design_hymem.md#benchmark-hygiene): a GAIA task's question names its
 attachment and `files` is all its parse_file may read (never the benchmark directory and
 its metadata). `text_only` filters GAIA as the paper's A.1 does ("text-only instances"):
 "no_attachment" keeps tasks without a file, "readable_attachment" also keeps tasks whose

@@ -50,7 +50,7 @@ def test_shapes_and_initial_policy_is_uniform():
     out = nnx.merge(gd, params)(jnp.ones((3, D)), jnp.zeros((3, D)), q)
     assert out.latents.shape == (3, 4, D) and out.tree_logits.shape == (3, 3)
     np.testing.assert_array_equal(out.tree_logits, 0.0)  # zero-initialised tree head
-    # zero-initialised write heads (docs/design.md#tree-writes): a new node and an update
+    # zero-initialised write heads (docs/design_memory.md#tree-writes): a new node and an update
     # target start as q
     np.testing.assert_array_equal(out.insert_vec, q)
     np.testing.assert_array_equal(out.update_vec, q)

@@ -1,4 +1,4 @@
-"""Delimiter steps for single-shot reasoning tasks (docs/design.md#delimiter-steps):
+"""Delimiter steps for single-shot reasoning tasks (docs/design_memory.md#delimiter-steps):
 SegmentedEnv and rollouts."""
 
 import numpy as np

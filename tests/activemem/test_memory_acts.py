@@ -1,4 +1,4 @@
-"""The memory acts (docs/design.md#query-space, #tree-writes): the query space against
+"""The memory acts (docs/design_memory.md#query-space, #tree-writes): the query space against
 numpy, retrieval that finds the fact a question is about, residual writes and the path
 mean recomputed in numpy, p_bar recomputed in the loss equal to the rollout's, and a
 gradient on every controller head."""

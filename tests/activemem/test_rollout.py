@@ -123,7 +123,7 @@ def test_ablations(embedded_model, engine, env, tasks):
     assert s.prompt_ids == plain.layout.render(env.initial_prompt(tasks[0])).plain_ids
     assert int(plain.tree.valid.sum()) == 1
     # w/o tree action head: a static hierarchy built by the threshold rule
-    # (docs/design.md#ablations), not an empty tree: insert when the path is empty, else
+    # (docs/design_training.md#ablations), not an empty tree: insert when the path is empty, else
     # update; the head never chooses
     static = ActiveMem(embedded_model, engine, PolicyConfig(num_latents=2, tree_actions=False, **SMALL))
     res = static.rollout(env, tasks, seed=1)

@@ -1,4 +1,4 @@
-"""Benchmark hygiene (docs/design.md#benchmark-hygiene): no tool reads benchmark metadata
+"""Benchmark hygiene (docs/design_hymem.md#benchmark-hygiene): no tool reads benchmark metadata
 (the gold answers); parse_file reads only the task's attachment; the question names it;
 the A.1 text-only filter."""
 

@@ -1,6 +1,6 @@
 """Eq. 17 (every trigger counter counts since the last fold), Eq. 13 (a fold sees the
-previous memories) and ReSum's running summary (docs/design.md#memories-and-folds,
-docs/design.md#baselines), with scripted clients."""
+previous memories) and ReSum's running summary (docs/design_hymem.md#memories-and-folds,
+docs/design_hymem.md#baselines), with scripted clients."""
 
 import json
 
