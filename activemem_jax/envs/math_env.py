@@ -60,6 +60,12 @@ class MathEnv:
         self.tasks = list(tasks)
         return [PROMPT.format(question=t["question"]) for t in self.tasks]
 
+    def expert(self, i: int, turn: int) -> str:
+        """The gold reply (SFT): the task's worked solution where the file has one (GSM8K's
+        ends in "#### answer", MATH's in \\boxed{answer}), else the boxed answer."""
+        task = self.tasks[i]
+        return task.get("solution") or f"The answer is \\boxed{{{task['answer']}}}."
+
     def step(self, actions: Sequence[str]):
         if len(actions) != len(self.tasks):
             raise ValueError(f"{len(actions)} actions for {len(self.tasks)} tasks")

@@ -71,6 +71,9 @@ class Episode:
 
 
 class MultiObjectiveQAEnv:
+    """MEM1's environment (module doc). `expert` gives gold replies for SFT; the synthetic
+    family's trainer uses its own oracle (`data.oracle`), which searches hop by hop."""
+
     def __init__(self, retriever, max_turns: int = 8, topk: int = 3, format_reward: float = 0.0):
         """format_reward: added to the reward of an episode that ends with a well-formed
         answer holding one item per question (0 by default, as MEM1; a small value gives
@@ -136,6 +139,19 @@ class MultiObjectiveQAEnv:
     def abort(self, i: int) -> None:
         """End episode i unanswered (reward 0), e.g. when its context no longer fits."""
         self.episodes[i].done = True
+
+    def expert(self, i: int, turn: int) -> str:
+        """A gold reply at `turn` of episode i (SFT on QA files, which hold answers but no
+        trajectories): one search per question, with the question as the query, then the
+        first gold answer of each; a closed-book environment (no retriever) or a budget too
+        short for the searches answers at once."""
+        task = self.episodes[i].task
+        questions = task["questions"]
+        budget = task.get("max_turns", self.max_turns)
+        if self.retriever is not None and turn < len(questions) and len(questions) < budget:
+            return f"<think>I look up question {turn + 1}.</think>\n<search>{questions[turn]}</search>"
+        golds = "; ".join(str(g[0]) if isinstance(g, (list, tuple)) and g else str(g) for g in task["answers"])
+        return f"<think>I have what the questions ask.</think>\n<answer>{golds}</answer>"
 
     @staticmethod
     def info(ep: Episode) -> dict:

@@ -271,7 +271,9 @@ class Trainer:
     def _expert_rollout(self, env, group, uids):
         from activemem_jax.data.oracle import expert_actions
 
-        if hasattr(env, "expert"):  # the environment knows its right responses (recall)
+        oracle = self.search is not None and all("hops" in t for t in group)  # the synthetic world's
+        if hasattr(env, "expert") and not oracle:  # the environment knows its right replies (recall,
+            # dossier, code's canonical solutions, QA files' gold answers, math's worked solutions)
             writes = None
             if self.run.train.sft_tree == "expert":
                 writes = getattr(env, "expert_write", None)
@@ -281,10 +283,11 @@ class Trainer:
             result = self.policy.rollout(env, group, seed=self.run.seed, uids=uids, tree_rule=True,
                                          commit=self.hosts.count == 1, responder=env.expert, tree_expert=writes)
             return self.policy.commit(result, gather=self.hosts.gather_commit) if self.hosts.count > 1 else result
-        if self.search is None:
+        if not oracle:
             raise schema.ConfigError(f"train.sft_steps={self.sft_steps}: SFT needs expert turns, and data.name="
                                      f"{self.run.data.name!r} has neither an environment expert nor an oracle "
-                                     "solver (data.name='synthetic', 'recall', 'dossier'); set train.sft_steps=0")
+                                     "solver; set train.sft_steps=0 (the families with one: synthetic, recall, "
+                                     "dossier, the QA files, gsm8k / math without delimiter steps, the code families)")
         k = self.run.data.retrieval_topk
         scripts = [expert_actions(task, lambda q, n: self.search.search(q, n), k) for task in group]
         result = self.policy.rollout(env, group, seed=self.run.seed, uids=uids, tree_rule=True,

@@ -20,3 +20,14 @@ def test_math_env_rewards():
     _, rewards, done, info = env.step(["It is \\boxed{2}.", "#### 0.5"])
     assert rewards == [1.0, 0.0] and done == [True, True]  # "\\frac12" is not canonical LaTeX
     assert info[1]["prediction"] == "0.5"
+
+
+def test_the_gold_reply_is_the_worked_solution_or_the_boxed_answer():
+    env = MathEnv()
+    tasks = [{"id": "g", "question": "2 + 3?", "answer": "5", "solution": "2 + 3 = 5.\n#### 5"},
+             {"id": "m", "question": "1/2 + 1/4?", "answer": "\\frac{3}{4}"}]
+    env.reset(tasks)
+    replies = [env.expert(0, 0), env.expert(1, 0)]
+    assert replies[0].endswith("#### 5") and "\\boxed{\\frac{3}{4}}" in replies[1]
+    _, rewards, _, _ = env.step(replies)
+    assert rewards == [1.0, 1.0]

@@ -78,3 +78,21 @@ def test_random_strings_never_raise(bm25, world):
         obs, rew, done, info = env.step(actions)
         assert len(obs) == 10 and all(isinstance(o, str) for o in obs)
         assert all(0.0 <= r <= 2.0 for r in rew)
+
+
+def test_gold_replies_search_each_question_then_answer(world, bm25):
+    """QA files hold answers but no trajectories: SFT's gold replies search each question
+    (the question as the query) and then answer every gold; they earn the full reward, and
+    a closed-book environment (no retriever) answers at once."""
+    tasks = sw.make_tasks(world, split="dev", n_objectives=2, n_tasks=3, seed=5)
+    env = MultiObjectiveQAEnv(bm25, max_turns=4)
+    env.reset(tasks)
+    for turn in range(3):
+        replies = [env.expert(i, turn) for i in range(len(tasks))]
+        assert all(("<search>" in r) == (turn < 2) for r in replies), replies
+        _, rewards, dones, infos = env.step(replies)
+    assert dones == [True] * 3 and [info["per_question_em"] for info in infos] == [[1.0, 1.0]] * 3
+    assert tasks[0]["questions"][1] in env.expert(0, 1)
+    closed = MultiObjectiveQAEnv(None, max_turns=4)
+    closed.reset(tasks[:1])
+    assert closed.expert(0, 0).startswith("<think>") and "<answer>" in closed.expert(0, 0)
