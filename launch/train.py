@@ -206,6 +206,14 @@ def main(argv):
                 summary["eval"]["baselines"] = {k: rules[k] for k in ("empty", "canonical")}
                 print(f"baselines on the same {len(ts.tasks)} problems (share of tests passed): empty body "
                       f"{rules['empty']:.3f}, canonical solution {rules['canonical']:.3f} (the ceiling)")
+            elif cfg.data.name == "scienceworld":  # a random valid action and the gold sequence, same episodes
+                from activemem_jax.envs.scienceworld import sciworld_baselines
+
+                ts = held_out(trainers[0])
+                rules = sciworld_baselines(ts.tasks, ts.make_env().max_turns, seed=cfg.seed)
+                summary["eval"]["baselines"] = {k: rules[k] for k in ("random", "gold")}
+                print(f"baselines on the same {len(ts.tasks)} episodes (normalised score): a random valid action "
+                      f"{rules['random']:.3f}, the gold sequence {rules['gold']:.3f} (the ceiling)")
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

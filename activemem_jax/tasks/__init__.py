@@ -25,7 +25,8 @@ Registered (the modules beside this one):
 - gsm8k and math (the math environment; `delimiter` set: delimiter steps), first_token:
   single_shot.py;
 - gaia, browsecomp_plus (the HyMem paper's agent benchmarks): agents.py;
-- humaneval, kodcode, bigcodebench (code with executed tests, envs/code.py): code.py.
+- humaneval, kodcode, bigcodebench (code with executed tests, envs/code.py): code.py;
+- scienceworld (the simulator's tasks and variation splits, envs/scienceworld.py): embodied.py.
 
 Bad rows in the data files of the real-data tasks (qa_files, path, GAIA metadata,
 BrowseComp-Plus queries): `bad_rows` "strict" (the default) stops at the first, naming the
@@ -37,7 +38,7 @@ Importing this package imports no JAX.
 
 from activemem_jax.tasks._registry import (BUILDERS, TaskSet, answer_score, build_section, build_tasks,
                                            n_objectives, names, register, require_env)
-from activemem_jax.tasks import agents, code, qa, recall, single_shot, synthetic  # noqa: F401  (registers)
+from activemem_jax.tasks import agents, code, embodied, qa, recall, single_shot, synthetic  # noqa: F401  (registers)
 from activemem_jax.tasks.agents import select_balanced
 from activemem_jax.tasks.qa import compose
 from activemem_jax.tasks.recall import recall_codes
