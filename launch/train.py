@@ -37,9 +37,6 @@ def init_distributed(cfg) -> None:
     jax.distributed.initialize(**kwargs)
 
 
-CODE_FAMILIES = ("humaneval", "kodcode", "bigcodebench")
-
-
 def held_out(trainer):
     """The registered task's held-out TaskSet (see below)."""
     from activemem_jax.tasks import build_section
@@ -54,7 +51,8 @@ def held_out(trainer):
     return build_section(held, trainer.model, "data")
 
 
-def evaluate_before_after(trainer) -> dict:
+def evaluate_before_after(trainer) -> tuple:
+    """(the before / after table by N, the held-out TaskSet it ran on)."""
     from activemem_jax.activemem import evaluate as ev
 
     e = trainer.run.eval
@@ -70,7 +68,7 @@ def evaluate_before_after(trainer) -> dict:
                              seed=trainer.run.seed, restore=restore, make_env=make_env):
             rows.append({**r, "variant": name})
     trainer._sync_policy()
-    return ev.summarize(rows)
+    return ev.summarize(rows), ts
 
 
 def _load_trained(policy, trainer):
@@ -195,25 +193,14 @@ def main(argv):
         elif cfg.eval.enabled and cfg.data.name in ("recall", "dossier"):
             summary["eval"] = evaluate_recall_before_after(trainers, cfg)
         elif cfg.eval.enabled:
-            table = evaluate_before_after(trainers[0])
+            table, ts = evaluate_before_after(trainers[0])
             summary["eval"] = {v: {str(n): s for n, s in by_n.items()} for v, by_n in table.items()}
             print(report.format_table(table))
-            if cfg.data.name in CODE_FAMILIES:  # the rules that need no learning, on the same problems
-                from activemem_jax.envs.code import code_baselines
-
-                ts = held_out(trainers[0])
-                rules = code_baselines(ts.tasks, ts.make_env().limits)
-                summary["eval"]["baselines"] = {k: rules[k] for k in ("empty", "canonical")}
-                print(f"baselines on the same {len(ts.tasks)} problems (share of tests passed): empty body "
-                      f"{rules['empty']:.3f}, canonical solution {rules['canonical']:.3f} (the ceiling)")
-            elif cfg.data.name == "scienceworld":  # a random valid action and the gold sequence, same episodes
-                from activemem_jax.envs.scienceworld import sciworld_baselines
-
-                ts = held_out(trainers[0])
-                rules = sciworld_baselines(ts.tasks, ts.make_env().max_turns, seed=cfg.seed)
-                summary["eval"]["baselines"] = {k: rules[k] for k in ("random", "gold")}
-                print(f"baselines on the same {len(ts.tasks)} episodes (normalised score): a random valid action "
-                      f"{rules['random']:.3f}, the gold sequence {rules['gold']:.3f} (the ceiling)")
+            if ts.baselines is not None:  # the rules that need no learning, on the same held-out tasks
+                rules = ts.baselines(ts.tasks)
+                summary["eval"]["baselines"] = {k: v for k, v in rules.items() if k != "units"}
+                print(f"baselines on the same {len(ts.tasks)} tasks, scored as the environment scores them: "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"]["baselines"].items()))
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

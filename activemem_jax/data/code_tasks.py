@@ -56,8 +56,17 @@ def _rows(path: str, what: str, sieve: RowSieve):
     if path.endswith(".gz"):  # the shipped HumanEval file
         with gzip.open(_need(path, what), "rt") as f:
             for line_no, line in enumerate(f, 1):
-                if line.strip():
-                    yield line_no, json.loads(line)
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    sieve.bad(line_no, "not JSON", f"{path}:{line_no}: not JSON ({e})")
+                    continue
+                if not isinstance(row, dict):
+                    sieve.bad(line_no, "not a JSON object", f"{path}:{line_no}: not a JSON object")
+                    continue
+                yield line_no, row
         return
     yield from numbered_rows(path, what, sieve)
 

@@ -49,6 +49,11 @@ class TaskSet:
         difficulty level for the agent benchmarks).
     source: what the tasks were drawn from, where a family has one object for it (the
         synthetic world: the benchmarks' oracle clients read its facts); None elsewhere.
+    baselines: `baselines(tasks) -> {rule: mean score, ..., "units": {rule: {task id:
+        score}}}`, the rules that need no learning scored on those very tasks as the
+        environment scores them (code: an empty body and the canonical solution;
+        ScienceWorld: a random valid action and the gold sequence); None: the family has
+        none here (recall and dossier have their own, envs/recall.py and envs/dossier.py).
 
     A TaskSet unpacks as (tasks, make_env, search), the tuple builders returned before.
     """
@@ -60,6 +65,7 @@ class TaskSet:
     score: Optional[Callable[[dict, str], float]] = answer_score
     group: Callable[[dict], Hashable] = n_objectives
     source: Any = None
+    baselines: Optional[Callable[[list], dict]] = None
 
     def __iter__(self):
         return iter((self.tasks, self.make_env, self.search))

@@ -151,5 +151,7 @@ def test_the_family_is_registered_with_its_sandbox_limits():
     ts = build_section({"name": "humaneval", "split": "test", "n_tasks": 3, "max_turns": 2,
                         "sandbox": {"cpu_s": 1.0}})
     assert len(ts.tasks) == 3 and ts.make_env().limits.cpu_s == 1.0 and ts.make_env().max_turns == 2
+    rules = ts.baselines(ts.tasks[:2])  # what launch.train prints beside the held-out scores
+    assert (rules["empty"], rules["canonical"]) == (0.0, 1.0) and set(rules["units"]) == {"empty", "canonical"}
     with pytest.raises(schema.ConfigError, match=r"^data.sandbox.cpu: no such sandbox limit"):
         schema.section(schema.Data, {"name": "humaneval", "sandbox": {"cpu": 1}}, "data")

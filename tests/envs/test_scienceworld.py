@@ -88,6 +88,7 @@ def test_the_family_is_registered():
     ts = build_section({"name": "scienceworld", "split": "dev", "n_tasks": 2, "max_turns": 12,
                         "scienceworld": {"tasks": [TASK], "simplification": "easy"}})
     assert [t["split"] for t in ts.tasks] == ["dev", "dev"] and ts.make_env().max_turns == 12
+    assert ts.baselines(ts.tasks[:1])["gold"] == 1.0  # the rules launch.train prints, on the same episodes
     with pytest.raises(schema.ConfigError, match=r"^data.scienceworld="):
         schema.section(schema.Data, {"name": "scienceworld", "scienceworld": {"task": ["boil"]}}, "data")
 
