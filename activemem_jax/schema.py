@@ -106,6 +106,9 @@ class Lora:
         _need(self.rank >= 0, f"lora.rank={self.rank}: need >= 0 (0: no LoRA)")
 
 
+TEXTWORLD = {"challenge": "tw-simple", "args": "--rewards dense --goal detailed"}  # data.textworld's default
+
+
 @dataclasses.dataclass(frozen=True)
 class Data:
     name: str = "synthetic"       # a registered task family (activemem_jax/tasks/)
@@ -139,6 +142,9 @@ class Data:
     text_only: str = ""           # gaia (paper A.1): "" all | no_attachment | readable_attachment
     scienceworld: dict = dataclasses.field(default_factory=lambda: {"tasks": [], "simplification": "easy"})
                                   # scienceworld: task names ([]: all 30) and the simulator's simplifications
+    textworld: dict = dataclasses.field(default_factory=lambda: dict(TEXTWORLD))
+                                  # textworld: the challenge and its tw-make arguments (envs/textworld_games.py)
+    alfworld: dict = dataclasses.field(default_factory=dict)  # alfworld: task_types ([]: all 6), split_dir
     sandbox: dict = dataclasses.field(default_factory=dict)  # code families: envs/sandbox.Limits fields
                                   # (cpu_s, wall_s, memory_mb, file_mb, procs, output_bytes); {}: defaults
 
@@ -155,6 +161,13 @@ class Data:
         sw = dict(self.scienceworld)
         _need(set(sw) <= {"tasks", "simplification"} and isinstance(sw.get("tasks", []), (list, tuple)),
               f"data.scienceworld={sw}: fields tasks (a list of task names) and simplification (a string)")
+        tw = dict(self.textworld)
+        _need(set(tw) <= {"challenge", "args"} and all(isinstance(v, str) for v in tw.values()),
+              f"data.textworld={tw}: fields challenge (tw-simple, tw-cooking, ...) and args (tw-make's arguments, a string)")
+        alf = dict(self.alfworld)
+        _need(set(alf) <= {"task_types", "split_dir"} and isinstance(alf.get("task_types", []), (list, tuple))
+              and isinstance(alf.get("split_dir", ""), str),
+              f"data.alfworld={alf}: fields task_types (a list of ALFWorld task types) and split_dir (a folder name)")
         if self.sandbox:
             from activemem_jax.envs.sandbox import Limits
 

@@ -37,7 +37,8 @@ def base_config() -> ml_collections.ConfigDict:
     return c
 
 
-PAPER_TABLES = ("table7", "table9", "synthetic", "code", "humaneval")
+PAPER_TABLES = ("table7", "table9", "synthetic", "code", "humaneval", "scienceworld", "alfworld", "textworld")
+EMBODIED_TURNS = {"scienceworld": 40, "alfworld": 50, "textworld": 30}  # the step limit of an episode
 
 
 def paper_data(c: ml_collections.ConfigDict, table: str, data_dir: str = "/path/to/flashrag",
@@ -47,7 +48,10 @@ def paper_data(c: ml_collections.ConfigDict, table: str, data_dir: str = "/path/
     table9, single-objective Wikipedia QA; synthetic, the embedded world (no files); code,
     KodCode's training file with executed tests, evaluated on its held-out file (the
     paper's code domain; BigCodeBench through `launch.eval_activemem` with
-    data.name=bigcodebench); humaneval, the shipped HumanEval problems (no files).
+    data.name=bigcodebench); humaneval, the shipped HumanEval problems (no files);
+    scienceworld, alfworld, textworld, the embodied text worlds (a command per turn, trained
+    on the train split, evaluated on the held-out one: ScienceWorld's test variations,
+    ALFWorld's valid_unseen folder under data.path, TextWorld's test seeds).
     Paths are placeholders: a run stops at the first one that does not exist, naming it."""
     if table not in PAPER_TABLES:
         raise ValueError(f"config parameter {table!r}: use one of {PAPER_TABLES} (e.g. --config=FILE.py:table9)")
@@ -60,6 +64,14 @@ def paper_data(c: ml_collections.ConfigDict, table: str, data_dir: str = "/path/
         c.eval.update(dict(n_objectives=(1,), split="test", turns_per_objective=2, extra_turns=0, max_turns_cap=2,
                            path="/path/to/kodcode/test.jsonl" if table == "code" else ""))
         c.policy.max_tokens = 1024
+        return c
+    if table in EMBODIED_TURNS:
+        turns = EMBODIED_TURNS[table]
+        c.data.update(dict(name=table, max_turns=turns, split="train",
+                           path="/path/to/alfworld" if table == "alfworld" else ""))
+        c.eval.update(dict(n_objectives=(1,), split="test", turns_per_objective=turns, extra_turns=0,
+                           max_turns_cap=turns))
+        c.policy.max_tokens = 32
         return c
     train = (f"{data_dir}/nq/train.jsonl", f"{data_dir}/hotpotqa/train.jsonl")
     c.data.update(dict(name="multi_objective_qa" if table == "table7" else "single_qa", qa_files=train,

@@ -6,7 +6,8 @@ K in {2, 4, 8}: --config.policy.num_latents. Paper 6.1: rollout and mini-batch 6
 lr 1e-5 (controller) / 1e-6 (LoRA), 50 warmup steps, temperature 1.0 (eval 0.01).
 Data (config parameter): table7 (default; 2-objective NQ + HotpotQA, eval N = 1..16),
 table9 (single-objective QA), synthetic (the embedded world), code (KodCode with executed tests),
-humaneval (the shipped HumanEval problems): `--config=<this file>:table9`;
+humaneval (the shipped HumanEval problems), scienceworld, alfworld, textworld (embodied text worlds):
+`--config=<this file>:table9`;
 set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
 """
 

@@ -3,7 +3,8 @@
     python -m launch.train --config configs/activemem_smollm3_3b.py --config.model.path=/data/SmolLM3-3B
 Data (config parameter): table7 (default; 2-objective NQ + HotpotQA, eval N = 1..16),
 table9 (single-objective QA), synthetic (the embedded world), code (KodCode with executed tests),
-humaneval (the shipped HumanEval problems): `--config=<this file>:table9`;
+humaneval (the shipped HumanEval problems), scienceworld, alfworld, textworld (embodied text worlds):
+`--config=<this file>:table9`;
 set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
 """
 

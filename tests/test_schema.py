@@ -8,7 +8,8 @@ from activemem_jax.config_files import load_config
 
 CONFIGS = ("activemem_tiny_cpu", "experiments/dossier_base", "experiments/dossier_long", "experiments/dossier_mix",
            "experiments/dossier_kl", "experiments/dossier_span", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
-           "activemem_smollm3_3b", "activemem_sft_synthetic")
+           "activemem_smollm3_3b", "activemem_sft_synthetic", "activemem_code_cpu", "activemem_sciworld_cpu",
+           "activemem_textworld_cpu")
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -18,6 +19,17 @@ def test_every_training_config_loads_typed(name):
     assert run.train.steps == cfg.train.steps and run.optim.lr_controller == pytest.approx(cfg.optim.lr_controller)
     assert run.policy.capacity == cfg.policy.capacity and run.model.path == cfg.model.path
     assert isinstance(run.train.seeds, tuple) and isinstance(run.data.dossier, dict)
+
+
+@pytest.mark.parametrize("table", ["code", "humaneval", "scienceworld", "alfworld", "textworld"])
+def test_the_paper_configs_take_each_domain_as_an_option(table):
+    from configs.activemem_base import base_config, paper_data
+
+    run = schema.load(paper_data(base_config(), table))
+    assert run.data.name == {"code": "kodcode"}.get(table, table) and run.eval.split == "test"
+    assert run.data.max_turns == run.eval.max_turns_cap and run.data.split == "train"
+    with pytest.raises(ValueError, match=r"config parameter 'webshop': use one of \(.*'textworld'\)"):
+        paper_data(base_config(), "webshop")
 
 
 def test_the_base_config_is_the_schema_defaults():

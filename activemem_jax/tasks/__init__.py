@@ -26,7 +26,8 @@ Registered (the modules beside this one):
   single_shot.py;
 - gaia, browsecomp_plus (the HyMem paper's agent benchmarks): agents.py;
 - humaneval, kodcode, bigcodebench (code with executed tests, envs/code.py): code.py;
-- scienceworld (the simulator's tasks and variation splits, envs/scienceworld.py): embodied.py.
+- scienceworld (the simulator's tasks and variation splits, envs/scienceworld.py),
+  textworld (TextWorld's generated games, envs/textworld_games.py) and alfworld (ALFWorld's game files, envs/alfworld.py): embodied.py.
 
 Bad rows in the data files of the real-data tasks (qa_files, path, GAIA metadata,
 BrowseComp-Plus queries): `bad_rows` "strict" (the default) stops at the first, naming the
