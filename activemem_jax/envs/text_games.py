@@ -235,11 +235,9 @@ class TextGameEnv:
 def text_game_baselines(tasks: Sequence[dict], max_turns: int, seed: int = 0) -> dict:
     """Scores (mean normalised score) of the rules that need no learning on `tasks`:
     "random" (a uniformly random admissible command each turn, for max_turns turns) and
-    "expert" (the game's plan, replayed: the ceiling), with "units" {rule: {task id: score}}
-    and "won" {rule: share of games won}."""
+    "expert" (the game's plan, replayed: the ceiling), with "units" {rule: {task id: score}}."""
     rng = np.random.default_rng(seed)
     units: dict = {}
-    won: dict = {}
     env = TextGameEnv(max_turns)
     for rule in ("random", "expert"):
         env.reset(tasks)
@@ -255,11 +253,10 @@ def text_game_baselines(tasks: Sequence[dict], max_turns: int, seed: int = 0) ->
                     replies.append(valid[rng.integers(len(valid))])
             env.step(replies)
         units[rule] = {t["id"]: s for t, s in zip(tasks, env.score)}
-        won[rule] = float(np.mean([bool(s.get("won")) for s in env.states])) if tasks else 0.0
         env.close()
     n = max(len(tasks), 1)
     return {"random": sum(units["random"].values()) / n, "expert": sum(units["expert"].values()) / n,
-            "won": won, "units": units}
+            "units": units}
 
 
 __all__ = ["GAME_PARTS", "META", "MAX_COMMAND", "NO_PLANNER", "NO_TEXTWORLD", "OPENERS", "TextGameEnv",

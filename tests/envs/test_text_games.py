@@ -114,7 +114,8 @@ def test_the_textworld_family_and_its_rules_that_need_no_learning(games, cache):
                         "textworld": {"challenge": "tw-simple", "args": ARGS}})
     assert [t["game"] for t in ts.tasks] == [t["game"] for t in games] and ts.make_env().max_turns == 12
     rules = ts.baselines(ts.tasks)
-    assert rules["expert"] == 1.0 and rules["won"]["expert"] == 1.0 and 0.0 <= rules["random"] < 1.0
+    assert rules["expert"] == 1.0 and 0.0 <= rules["random"] < 1.0
+    assert all(isinstance(v, float) for k, v in rules.items() if k != "units")  # what launch.train prints
     assert set(rules["units"]["random"]) == {t["id"] for t in games}
 
 
