@@ -26,6 +26,7 @@ DEFAULT_RULES: dict[str, object] = {
     "kv_heads": "tensor",
     "head_dim": None,
     "mlp": "tensor",
+    "expert": None,  # the leading axis of stacked MoE expert weights (and the router's output)
     "norm": None,
     "length": None,
     "layers": None,  # the leading axis of stacked (scanned) layer weights and KV cache

@@ -2,7 +2,8 @@
 
 Built from a Hugging Face `config.json` (`from_hf_dict`) or from GGUF metadata
 (`from_gguf_fields`). Family differences are switches (q/k/v bias, q/k RMSNorm,
-head_dim, tied embeddings, RoPE scaling), never separate model classes.
+head_dim, tied embeddings, RoPE scaling, sparse mixture-of-experts MLP layers), never
+separate model classes.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
     "smollm3": {},  # Llama with NoPE layers (`rope_layers`)
+    "qwen3_moe": {"qk_norm": True, "moe": True},  # Qwen3 with sparse MoE MLP layers (`moe_layers`)
 }
 # families read from Hugging Face directories only (their GGUF metadata is not mapped)
-HF_ONLY = ("smollm3",)
+HF_ONLY = ("smollm3", "qwen3_moe")
 
 SUPPORTED_ROPE_TYPES = ("default", "llama3")
 
@@ -61,6 +63,15 @@ class ModelConfig:
     hidden_act: str = "silu"
     # per layer: True = rotary positions, False = NoPE (SmolLM3's no_rope_layers); () = all rotary
     rope_layers: tuple[bool, ...] = ()
+    # Mixture of experts (Qwen3-MoE). moe_layers[i]: layer i's MLP is sparse (a router picks
+    # num_experts_per_tok of num_experts SwiGLU experts of width moe_intermediate_size, their
+    # outputs weighted by the router's softmax, renormalized over the chosen ones when
+    # norm_topk_prob); otherwise dense with intermediate_size. () = every layer dense.
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    moe_layers: tuple[bool, ...] = ()
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: Optional[int] = None
@@ -114,6 +125,26 @@ class ModelConfig:
         check_decode(self.decode_attention)
         if self.quant not in ("", "int8"):
             raise ValueError(f"quant={self.quant!r}: use '' (no quantization) or 'int8'")
+        self._check_moe()
+
+    def _check_moe(self) -> None:
+        if not any(self.moe_layers):
+            return
+        if len(self.moe_layers) != self.num_layers:
+            raise UnsupportedModelError(f"moe_layers has {len(self.moe_layers)} entries for "
+                                        f"num_hidden_layers={self.num_layers}")
+        if not 1 <= self.num_experts_per_tok <= self.num_experts:
+            raise UnsupportedModelError(f"num_experts_per_tok={self.num_experts_per_tok} must lie in "
+                                        f"[1, num_experts={self.num_experts}]")
+        if self.moe_intermediate_size <= 0:
+            raise UnsupportedModelError(f"moe_intermediate_size={self.moe_intermediate_size} must be positive")
+        if self.quant:
+            raise NotImplementedError(f"quant={self.quant!r} is not implemented for mixture-of-experts "
+                                      "layers; load this model with quant=''")
+        if self.scan_layers and len(set(self.moe_layers)) > 1:
+            raise NotImplementedError(
+                "scan_layers=True needs every layer alike, but this model mixes dense and sparse MLP "
+                "layers (decoder_sparse_step / mlp_only_layers); load it with scan_layers=False")
 
     @property
     def act_dtype(self) -> str:
@@ -130,12 +161,18 @@ class ModelConfig:
                            self.head_dim, self.intermediate_size)
         attn = d * h * hd * 2 + d * kv * hd * 2
         attn += (h * hd + 2 * kv * hd) * self.qkv_bias + d * self.o_bias + 2 * hd * self.qk_norm
-        per_layer = attn + 3 * d * f + 2 * d
+        sparse = sum(self.layer_is_sparse(i) for i in range(self.num_layers))
+        mlp = (self.num_layers - sparse) * 3 * d * f
+        mlp += sparse * self.num_experts * d * (3 * self.moe_intermediate_size + 1)  # experts + router
         head = 0 if self.tie_word_embeddings else self.vocab_size * d
-        return self.num_layers * per_layer + self.vocab_size * d + d + head
+        return self.num_layers * (attn + 2 * d) + mlp + self.vocab_size * d + d + head
 
     def layer_uses_rope(self, i: int) -> bool:
         return not self.rope_layers or bool(self.rope_layers[i])
+
+    def layer_is_sparse(self, i: int) -> bool:
+        """Whether layer i's MLP is the mixture of experts (else the dense SwiGLU)."""
+        return bool(self.moe_layers) and bool(self.moe_layers[i])
 
     def replace(self, **kw) -> "ModelConfig":
         return dataclasses.replace(self, **kw)
@@ -178,6 +215,7 @@ class ModelConfig:
             qk_norm=fam.get("qk_norm", False),
             hidden_act=cfg.get("hidden_act", "silu"),
             rope_layers=_rope_layers_from_hf(cfg, model_type, source),
+            **(_moe_from_hf(cfg, source) if fam.get("moe") else {}),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=eos_ids,
             pad_token_id=cfg.get("pad_token_id"),
@@ -190,8 +228,8 @@ class ModelConfig:
         """`fields`: plain GGUF key -> value (already decoded)."""
         arch = fields.get("general.architecture")
         if arch in HF_ONLY:
-            raise UnsupportedModelError(f"{source}: {arch} GGUF files are not read (their NoPE layer "
-                                        "layout is not mapped); load the Hugging Face directory instead")
+            raise UnsupportedModelError(f"{source}: {arch} GGUF files are not read (their layer layout "
+                                        "is not mapped); load the Hugging Face directory instead")
         if arch not in FAMILIES:
             raise UnsupportedModelError(
                 f"{source}: unknown architecture general.architecture={arch!r}; "
@@ -268,6 +306,33 @@ def _rope_layers_from_hf(cfg: Mapping[str, Any], model_type: str, source: str) -
         raise UnsupportedModelError(f"{source}: no_rope_layers has {len(flags)} entries for "
                                     f"num_hidden_layers={n}")
     return tuple(bool(f) for f in flags)
+
+
+def _moe_from_hf(cfg: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Qwen3-MoE's expert fields. Layer i is sparse when it is not in `mlp_only_layers` and
+    (i + 1) is a multiple of `decoder_sparse_step` (transformers' rule); config.json names
+    the expert count `num_local_experts` (transformers' attribute map) or `num_experts`."""
+    shared = sorted(k for k, v in cfg.items() if "shared_expert" in k and v)
+    if shared:
+        raise NotImplementedError(f"{source}: shared experts ({', '.join(shared)}) are not implemented; "
+                                  "Qwen3-MoE has none")
+    experts = cfg.get("num_experts", cfg.get("num_local_experts"))
+    if experts is None:
+        raise UnsupportedModelError(f"{source}: required field 'num_experts' (or 'num_local_experts') is missing")
+    n, experts = int(cfg["num_hidden_layers"]), int(experts)
+    step = int(cfg.get("decoder_sparse_step", 1))
+    if step < 1:
+        raise UnsupportedModelError(f"{source}: decoder_sparse_step={step} must be at least 1")
+    dense = {int(i) for i in cfg.get("mlp_only_layers") or ()}
+    layers = tuple(experts > 0 and i not in dense and (i + 1) % step == 0 for i in range(n))
+    if not any(layers):
+        return {}
+    for key in ("num_experts_per_tok", "moe_intermediate_size"):
+        if key not in cfg:
+            raise UnsupportedModelError(f"{source}: required field {key!r} is missing")
+    return dict(num_experts=experts, num_experts_per_tok=int(cfg["num_experts_per_tok"]),
+                moe_intermediate_size=int(cfg["moe_intermediate_size"]),
+                norm_topk_prob=bool(cfg.get("norm_topk_prob", False)), moe_layers=layers)
 
 
 def _rope_from_hf(cfg: Mapping[str, Any], source: str) -> RopeConfig:

@@ -1,4 +1,4 @@
-"""One Flax NNX decoder for Llama, Mistral, Qwen2/2.5 and Qwen3 (config switches).
+"""One Flax NNX decoder for Llama, Mistral, Qwen2/2.5, Qwen3, SmolLM3 and Qwen3-MoE (config switches).
 
 The backbone is frozen: its weights are `BackboneWeight` variables, not `nnx.Param`,
 so an optimizer over `nnx.Param` (the controller, LoRA) never sees them. Each weight
@@ -11,7 +11,8 @@ padding, prefill and decode are one code path. Without a cache the sequence is i
 (`models/kv_cache.py`) does its own writes and reads; each layer gets its view of it.
 Layers are unrolled, or stacked and scanned (`ModelConfig.scan_layers`), each under the
 remat policy the config names. Attention runs through XLA (`attend`) or a kernel
-(`ModelConfig.attention`; `models/attention.py`).
+(`ModelConfig.attention`; `models/attention.py`). A layer's MLP is dense SwiGLU (`MLP`) or,
+where `ModelConfig.moe_layers` says so, a dropless mixture of experts (`SparseMoE`).
 """
 
 from __future__ import annotations
@@ -257,12 +258,76 @@ class MLP(nnx.Module):
         return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class DecoderLayer(nnx.Module):
+class Experts(nnx.Module):
+    """num_experts SwiGLU MLPs, each weight stacked over a leading expert axis in Hugging
+    Face's [out, in] layout: gate_proj / up_proj [E, F, D], down_proj [E, D, F]."""
+
     def __init__(self, cfg: ModelConfig, dtype):
+        e, d, f = cfg.num_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        self.gate_proj = BackboneWeight(_zeros((e, f, d), dtype), axes=("expert", "mlp", "embed"))
+        self.up_proj = BackboneWeight(_zeros((e, f, d), dtype), axes=("expert", "mlp", "embed"))
+        self.down_proj = BackboneWeight(_zeros((e, d, f), dtype), axes=("expert", "embed", "mlp"))
+
+    def __call__(self, rows, group_sizes):
+        """rows [M, D] sorted by expert, group_sizes [E] (rows per expert) -> [M, D]."""
+        gate = grouped_matmul(rows, self.gate_proj[...], group_sizes)
+        up = grouped_matmul(rows, self.up_proj[...], group_sizes)
+        return grouped_matmul(jax.nn.silu(gate) * up, self.down_proj[...], group_sizes)
+
+
+# contract rows [M, K] with each expert's [out, K] weight; rows are grouped (ragged) by expert
+_ROWS_BY_EXPERT = jax.lax.RaggedDotDimensionNumbers(
+    dot_dimension_numbers=(((1,), (2,)), ((), ())), lhs_ragged_dimensions=(0,), rhs_group_dimensions=(0,))
+
+
+def grouped_matmul(x, w, group_sizes):
+    """x [M, K] (rows grouped by expert, group_sizes [E] of them each) @ w[e] [N, K]^T for
+    each row's expert e -> [M, N], with `matmul`'s dtype rule (inputs in w's dtype, float32
+    accumulation, result in x's dtype). One `ragged_dot`: a grouped matmul on TPU and GPU;
+    XLA on CPU expands it to a dense product over every expert (masked)."""
+    y = jax.lax.ragged_dot_general(x.astype(w.dtype), w, group_sizes, _ROWS_BY_EXPERT,
+                                   preferred_element_type=jnp.float32)
+    return checkpoint_name(y.astype(x.dtype), PROJECTION)
+
+
+class SparseMoE(nnx.Module):
+    """Qwen3-MoE's sparse MLP (transformers' Qwen3MoeSparseMoeBlock), dropless: every token
+    reaches its top-k experts, with no capacity limit and no auxiliary loss (the backbone is
+    frozen). A linear router scores the experts, softmax in float32, the top k are kept
+    (renormalized to sum 1 with norm_topk_prob); the N*k (token, expert) pairs are sorted by
+    expert, run through `Experts` as grouped matmuls, put back in token order and summed
+    with their router weights. Shapes are static: N*k rows whatever the routing."""
+
+    def __init__(self, cfg: ModelConfig, dtype):
+        self.router = Linear(cfg.hidden_size, cfg.num_experts, ("embed", "expert"), bias=False, dtype=dtype)
+        self.experts = Experts(cfg, dtype)
+        self.top_k = cfg.num_experts_per_tok
+        self.norm_topk_prob = cfg.norm_topk_prob
+
+    def __call__(self, x):
+        """x [..., D] -> [..., D]."""
+        flat = x.reshape(-1, x.shape[-1])
+        n, k = flat.shape[0], self.top_k
+        probs = jax.nn.softmax(self.router(flat).astype(jnp.float32), axis=-1)  # [N, E]
+        weights, chosen = jax.lax.top_k(probs, k)  # [N, k]
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(axis=-1, keepdims=True)
+        pairs = chosen.reshape(-1)  # pair p = token p // k, expert pairs[p]
+        order = jnp.argsort(pairs, stable=True)  # pairs grouped by expert
+        group_sizes = jnp.bincount(pairs, length=probs.shape[-1]).astype(jnp.int32)
+        out = self.experts(flat[order // k], group_sizes)  # [N*k, D], expert order
+        unsort = jnp.zeros_like(order).at[order].set(jnp.arange(n * k, dtype=order.dtype))
+        out = out[unsort].reshape(n, k, -1).astype(jnp.float32)
+        y = jnp.einsum("nkd,nk->nd", out, weights)
+        return y.astype(x.dtype).reshape(x.shape)
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: ModelConfig, dtype, sparse: bool = False):
         self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.attn = Attention(cfg, dtype)
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
-        self.mlp = MLP(cfg, dtype)
+        self.mlp = SparseMoE(cfg, dtype) if sparse else MLP(cfg, dtype)
 
     def __call__(self, x, cos, sin, vis, kv, at, causal_prefix=False, plan=None):
         a, kv = self.attn(self.input_norm(x), cos, sin, vis, kv, at, causal_prefix, plan)
@@ -302,11 +367,13 @@ class Decoder(nnx.Module):
         self.embedding_scale = (BackboneWeight(_zeros((cfg.vocab_size,), jnp.float32), axes=("vocab",))
                                 if cfg.quant else None)  # int8: one scale per token row
         if cfg.scan_layers:
-            self.layers = nnx.vmap(lambda: DecoderLayer(cfg, dtype), in_axes=(), out_axes=0,
+            sparse = cfg.layer_is_sparse(0)  # all layers alike (ModelConfig checks)
+            self.layers = nnx.vmap(lambda: DecoderLayer(cfg, dtype, sparse), in_axes=(), out_axes=0,
                                    axis_size=cfg.num_layers,
                                    transform_metadata={nnx.PARTITION_NAME: None, "axes": "layers"})()
         else:
-            self.layers = nnx.List([DecoderLayer(cfg, dtype) for _ in range(cfg.num_layers)])
+            self.layers = nnx.List([DecoderLayer(cfg, dtype, cfg.layer_is_sparse(i))
+                                    for i in range(cfg.num_layers)])
         self.final_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.lm_head = (None if cfg.tie_word_embeddings else
                         Linear(cfg.hidden_size, cfg.vocab_size, ("embed", "vocab"), bias=False,

@@ -23,6 +23,7 @@ from activemem_jax.models.checkpoint_files import CheckpointError, GGUFReader, S
 from activemem_jax.models.config import ModelConfig
 from activemem_jax.models.decoder import Decoder, positions_from_mask
 from activemem_jax.models.embedded import embedded_gguf_path
+from activemem_jax.models.expert_tensors import StackedExperts
 from activemem_jax.models.weights import load_state
 
 
@@ -209,6 +210,9 @@ def load_pretrained(path: str, dtype: str = "float32", *, mesh: Optional[Mesh] =
             raise CheckpointError(f"{path}: no config.json; is this a Hugging Face model directory?")
         config = ModelConfig.from_hf_dict(_read_json(cfg_path), source=cfg_path, **runtime)
         reader = SafetensorsReader.from_directory(path)
+        if any(config.moe_layers):  # each sparse layer's experts read as [E, ...] stacks
+            reader = StackedExperts(reader, config.num_experts,
+                                    [i for i in range(config.num_layers) if config.layer_is_sparse(i)])
         tokenizer_source = (path, {})
     elif path.endswith(".gguf"):
         reader = GGUFReader(path)

@@ -21,13 +21,16 @@ log = logging.getLogger(__name__)
 
 
 # HF tensor name (regex) -> decoder state path (template). Layouts agree (Linear kernels
-# are [out, in] on both sides), so tensors load as they are.
+# are [out, in] on both sides), so tensors load as they are. A sparse layer's experts come
+# stacked [E, ...] under `experts.*` names (`models/expert_tensors.py`).
 KEY_MAP: tuple[tuple[str, str], ...] = (
     (r"model\.embed_tokens\.weight", "embedding"),
     (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.weight", r"layers.\1.attn.\2_proj.kernel"),
     (r"model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.bias", r"layers.\1.attn.\2_proj.bias"),
     (r"model\.layers\.(\d+)\.self_attn\.([qk])_norm\.weight", r"layers.\1.attn.\2_norm.scale"),
     (r"model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight", r"layers.\1.mlp.\2_proj.kernel"),
+    (r"model\.layers\.(\d+)\.mlp\.gate\.weight", r"layers.\1.mlp.router.kernel"),
+    (r"model\.layers\.(\d+)\.mlp\.experts\.\*\.(gate|up|down)_proj\.weight", r"layers.\1.mlp.experts.\2_proj"),
     (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"layers.\1.input_norm.scale"),
     (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"layers.\1.post_attn_norm.scale"),
     (r"model\.norm\.weight", "final_norm.scale"),
@@ -117,7 +120,7 @@ def _hf_name_for(state_path: str) -> str:
         regex = r"(\w+)".join(re.escape(piece) for piece in re.split(r"\\\d", template))
         m = re.fullmatch(regex, state_path)
         if m:
-            hf = pattern.replace("\\.", ".")
+            hf = pattern.replace("\\.", ".").replace("\\*", "*")
             for value in m.groups():
                 hf = re.sub(r"\([^)]*\)", value, hf, count=1)
             return hf

@@ -33,10 +33,29 @@ FAMILIES = {
                           sliding_window=None, tie_word_embeddings=False)),
 }
 
+# Qwen3-MoE (mixture-of-experts MLPs), kept apart so the dense families' tests do not grow.
+_MOE = dict(moe_intermediate_size=32)
+MOE_FAMILIES = {
+    # every layer sparse, 4 experts, top-2 renormalized; GQA 2
+    "qwen3_moe_e4_top2": (transformers.Qwen3MoeConfig, dict(
+        _MOE, num_attention_heads=4, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+        norm_topk_prob=True, tie_word_embeddings=False)),
+    # layer 1 sparse (decoder_sparse_step 2), layers 0 and 2 dense; 8 experts, top-3 not
+    # renormalized; GQA 4, tied embeddings
+    "qwen3_moe_e8_top3_step2": (transformers.Qwen3MoeConfig, dict(
+        _MOE, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1, num_experts=8,
+        num_experts_per_tok=3, norm_topk_prob=False, decoder_sparse_step=2, tie_word_embeddings=True)),
+    # layer 0 dense (mlp_only_layers), layers 1 and 2 sparse; 6 experts, top-1; head_dim 24
+    "qwen3_moe_e6_top1_mlp_only": (transformers.Qwen3MoeConfig, dict(
+        _MOE, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+        num_experts=6, num_experts_per_tok=1, norm_topk_prob=False, mlp_only_layers=[0],
+        tie_word_embeddings=False)),
+}
+
 
 def make_tiny(directory, family: str, seed: int = 0, max_shard_size=None, **overrides):
     """Build a random tiny model, save it to `directory`; return the torch model (f32, eval)."""
-    cls, fam = FAMILIES[family]
+    cls, fam = {**FAMILIES, **MOE_FAMILIES}[family]
     kwargs = {**BASE, **fam, **overrides}
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     config = cls(**kwargs)
