@@ -106,7 +106,10 @@ def main(argv):
 
     m_sizes = dict(mesh.shape)
     HEADER_SKIPS = ("dtype", "attention", "decode_attention")  # printed resolved
-    header = (f"{os.path.basename(cfg.model.path)} ({model_cfg.num_params / 1e9:.2f}B, {model_cfg.dtype}, "
+    active = model_cfg.num_active_params
+    size = f"{model_cfg.num_params / 1e9:.2f}B" + (f", {active / 1e9:.2f}B active" if active != model_cfg.num_params
+                                                   else "")
+    header = (f"{os.path.basename(cfg.model.path)} ({size}, {model_cfg.dtype}, "
               f"{', '.join(f'{k}={v}' for k, v in runtime.items() if k not in HEADER_SKIPS)}, "
               f"attention={resolve(model_cfg.attention, 'tpu', model_cfg.act_dtype)}, "
               f"decode={resolve_decode(model_cfg.decode_attention, 'tpu')}) on {sl.name} "

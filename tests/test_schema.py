@@ -8,8 +8,8 @@ from activemem_jax.config_files import load_config
 
 CONFIGS = ("activemem_tiny_cpu", "experiments/dossier_base", "experiments/dossier_long", "experiments/dossier_mix",
            "experiments/dossier_kl", "experiments/dossier_span", "activemem_qwen2_5_1_5b", "activemem_qwen3_8b",
-           "activemem_smollm3_3b", "activemem_sft_synthetic", "activemem_code_cpu", "activemem_sciworld_cpu",
-           "activemem_textworld_cpu")
+           "activemem_qwen3_30b_a3b", "activemem_smollm3_3b", "activemem_sft_synthetic", "activemem_code_cpu",
+           "activemem_sciworld_cpu", "activemem_textworld_cpu")
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -167,6 +167,23 @@ class ModelConfig:
         head = 0 if self.tie_word_embeddings else self.vocab_size * d
         return self.num_layers * (attn + 2 * d) + mlp + self.vocab_size * d + d + head
 
+    @property
+    def num_active_params(self) -> int:
+        """Parameters one token's forward pass uses: `num_params` less, in each sparse layer, the
+        num_experts - num_experts_per_tok experts its router does not pick (the router and the
+        chosen experts count). A dense model's is `num_params`."""
+        sparse = sum(self.layer_is_sparse(i) for i in range(self.num_layers))
+        idle = self.num_experts - self.num_experts_per_tok
+        return self.num_params - sparse * idle * 3 * self.hidden_size * self.moe_intermediate_size
+
+    def mlp_matmul_params(self, i: int) -> int:
+        """The MLP weights one token multiplies in layer i: the dense SwiGLU's 3·d·f, or the
+        router's d·E and its top-k experts' 3·d·f_moe each."""
+        d = self.hidden_size
+        if self.layer_is_sparse(i):
+            return d * self.num_experts + self.num_experts_per_tok * 3 * d * self.moe_intermediate_size
+        return 3 * d * self.intermediate_size
+
     def layer_uses_rope(self, i: int) -> bool:
         return not self.rope_layers or bool(self.rope_layers[i])
 

@@ -25,7 +25,8 @@ its own counts, max(FLOPs / peak, bytes / HBM bandwidth), marked "~". XLA does n
 inside a Pallas kernel: each splash call's FLOPs, bytes and roofline time are modelled
 and added (`models/kernel_costs.py`), which makes that row's MFU an upper bound.
 
-Model FLOPs (for MFU) count the useful work only: 2 x matmul parameters x tokens, the
+Model FLOPs (for MFU) count the useful work only: 2 x matmul parameters x tokens (a
+mixture of experts' active ones: the router and the top-k experts), the
 causal attention's QK and PV products, the vocabulary projection where it is computed;
 an update (frozen backbone: activation gradients, no weight gradients) is 2 forwards;
 rematerialization and padding are not counted.
@@ -68,6 +69,18 @@ ARCHITECTURES: dict[str, dict] = {
         model_type="smollm3", vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
         num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=65536, rms_norm_eps=1e-6,
         rope_theta=5000000.0, tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128012),
+    # Table 10's backbone. The shapes (hidden, layers, heads, KV heads, head_dim, experts, top-k,
+    # widths, vocab, norm_topk_prob, sparse step, mlp_only_layers, untied head) are those of every
+    # Qwen3-30B-A3B release; rope_theta 1e7 and 262,144 positions are the 2507 Instruct's (the
+    # first release had 1e6 and 40,960), taken from its published config.json as quoted
+    # elsewhere, not read from a download here. intermediate_size is unused (no dense layer).
+    "Qwen3-30B-A3B-Instruct-2507": dict(
+        model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
+        num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=262144,
+        rms_norm_eps=1e-6, rope_theta=10000000.0, tie_word_embeddings=False, attention_bias=False,
+        use_sliding_window=False, sliding_window=None, num_experts=128, num_experts_per_tok=8,
+        moe_intermediate_size=768, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+        bos_token_id=151643, eos_token_id=151645),
 }
 ARCHITECTURES["Qwen2.5-1.5B"] = ARCHITECTURES["Qwen2.5-1.5B-Instruct"]
 
@@ -169,12 +182,14 @@ def engine_steps(graphdef, model_cfg, mesh, rules, slots: int, rows: int):
 # ---------------------------------------------------------------------------- FLOPs
 def forward_flops(cfg, tokens: int, context: float, logits: int) -> float:
     """Useful FLOPs of the backbone over `tokens` tokens attending to `context` keys on
-    average, with the vocabulary projection at `logits` positions."""
-    d, f, h, kv, hd, layers = (cfg.hidden_size, cfg.intermediate_size, cfg.num_heads, cfg.num_kv_heads,
-                               cfg.head_dim, cfg.num_layers)
-    per_layer = d * h * hd * 2 + d * kv * hd * 2 + 3 * d * f
+    average, with the vocabulary projection at `logits` positions. A sparse (MoE) layer
+    counts the weights a token uses: the router and its top-k experts
+    (`ModelConfig.mlp_matmul_params`), as `num_active_params` counts them."""
+    d, h, kv, hd, layers = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.num_layers
+    projections = d * h * hd * 2 + d * kv * hd * 2
+    matmuls = layers * projections + sum(cfg.mlp_matmul_params(i) for i in range(layers))
     attn = 2 * 2 * h * hd * context  # QK^T and PV, per token and layer
-    return 2.0 * layers * per_layer * tokens + layers * attn * tokens + 2.0 * d * cfg.vocab_size * logits
+    return 2.0 * matmuls * tokens + layers * attn * tokens + 2.0 * d * cfg.vocab_size * logits
 
 
 # ---------------------------------------------------------------------------- training rows

@@ -155,10 +155,11 @@ def compile_report(name: str, jitted, args, kwargs, work: Work, mesh, chip: topo
 
 
 def layer_configs(model_cfg):
-    """The model unrolled with 1 and with 2 layers (NoPE flags cut to match): what
-    `whole_model` measures a layer by."""
+    """The model unrolled with 1 and with 2 layers (NoPE and sparse-MLP flags cut to match):
+    what `whole_model` measures a layer by."""
     def cut(n):
-        return model_cfg.replace(num_layers=n, scan_layers=False, rope_layers=tuple(model_cfg.rope_layers[:n]))
+        return model_cfg.replace(num_layers=n, scan_layers=False, rope_layers=tuple(model_cfg.rope_layers[:n]),
+                                 moe_layers=tuple(model_cfg.moe_layers[:n]))
     return cut(1), cut(2)
 
 

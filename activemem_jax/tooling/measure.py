@@ -127,7 +127,9 @@ def _concrete_args(fn: aot.Compilable, seed: int):
 
 def decode_read_bytes(model_cfg, slots: int, kv_len: int, devices: int) -> float:
     """HBM bytes one decode step must read per device: every weight once and the K and V
-    rows of every slot up to kv_len (spread evenly over the devices)."""
+    rows of every slot up to kv_len (spread evenly over the devices). A mixture of experts
+    counts every expert (`num_params`, not `num_active_params`): a step of 64 slots picking
+    8 of 128 experts each leaves about 2 of a layer's experts unread."""
     weight_bytes = model_cfg.num_params * jnp.dtype(model_cfg.dtype).itemsize
     act = jnp.dtype(model_cfg.act_dtype).itemsize
     kv = 2 * slots * kv_len * model_cfg.num_layers * model_cfg.num_kv_heads * model_cfg.head_dim * act

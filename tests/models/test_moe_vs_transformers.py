@@ -196,6 +196,24 @@ def test_config_fields_are_read_and_checked():
         ModelConfig.from_hf_dict(base, quant="int8")
 
 
+def test_active_params_count_the_router_and_the_chosen_experts():
+    """Layers 1 and 2 sparse (4 experts of width 8, top 2), layers 0 and 3 dense (width 32), by hand."""
+    cfg = ModelConfig.from_hf_dict(dict(model_type="qwen3_moe", vocab_size=32, hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=4, num_attention_heads=2, num_local_experts=4,
+                                        num_experts_per_tok=2, moe_intermediate_size=8, mlp_only_layers=[0, 3]))
+    assert cfg.moe_layers == (False, True, True, False) and cfg.head_dim == 8 and cfg.num_kv_heads == 2
+    attention = 4 * 16 * 16 + 2 * 8  # q, k, v, o [16, 16] and the q / k norms
+    norms = 2 * 16
+    dense = 3 * 16 * 32
+    router, expert = 16 * 4, 3 * 16 * 8
+    outside = 32 * 16 + 32 * 16 + 16  # embeddings, untied lm_head, final norm
+    assert cfg.num_params == 4 * (attention + norms) + 2 * dense + 2 * (router + 4 * expert) + outside == 11600
+    assert cfg.num_active_params == 4 * (attention + norms) + 2 * dense + 2 * (router + 2 * expert) + outside == 10064
+    assert [cfg.mlp_matmul_params(i) for i in range(4)] == [dense, router + 2 * expert, router + 2 * expert, dense]
+    plain = cfg.replace(moe_layers=(), num_experts=0, num_experts_per_tok=0, moe_intermediate_size=0)
+    assert plain.num_active_params == plain.num_params == 4 * (attention + norms + dense) + outside
+
+
 def test_engine_greedy_decode_equals_transformers_generate(tmp_path, one_device_mesh):
     """The engine's batched prefill and cached decode steps (one token per slot through the
     router) give transformers' generate's greedy tokens."""

@@ -202,3 +202,17 @@ def test_table_marks_modelled_and_whole_model_rows(capsys):
     assert "<=50%" in update_line and "150.00L" in update_line and "50% modelled" in update_line
     cells = logp_line.split()  # one layer's counts: no MFU, tok/s or kernels
     assert cells[6] == "100.00¹" and cells[9:12] == ["-", "-", "-"], cells
+
+
+def test_the_moe_backbone_counts_its_active_weights_and_cuts_to_one_and_two_layers():
+    """Qwen3-30B-A3B from `ARCHITECTURES`: 30.5B parameters, 3.35B active; its model FLOPs
+    count the router and 8 of 128 experts a layer; whole_model's 1- and 2-layer copies keep
+    their sparse MLPs."""
+    cfg = aot.model_config("/nowhere/Qwen3-30B-A3B-Instruct-2507", {})
+    assert cfg.moe_layers == (True,) * 48 and cfg.rope.theta == 1e7
+    assert round(cfg.num_params / 1e9, 2) == 30.53 and round(cfg.num_active_params / 1e9, 2) == 3.35
+    d, e, k, f = 2048, 128, 8, 768
+    projections = d * 32 * 128 * 2 + d * 4 * 128 * 2
+    assert aot.forward_flops(cfg, 1, 0, 0) == 2.0 * 48 * (projections + d * e + k * 3 * d * f)
+    one, two = aot.layer_configs(cfg.replace(scan_layers=True))
+    assert one.moe_layers == (True,) and two.moe_layers == (True, True) and not two.scan_layers
