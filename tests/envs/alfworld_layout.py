@@ -75,9 +75,11 @@ COUNTER = "CounterTop_bar__minus_00_dot_08_bar__plus_01_dot_15"
 CABINET = "Cabinet_bar__plus_00_dot_95_bar__plus_02_dot_16"
 
 
-def problem(thing_type: str, place_type: str) -> str:
-    """The kitchen with the mug in the (closed) cabinet and the apple on the countertop; the
-    goal puts an object of thing_type in/on a receptacle of place_type."""
+def problem(thing_type: str, place_type: str, swapped: bool = False) -> str:
+    """The kitchen with the mug in the (closed) cabinet and the apple on the countertop (the
+    other way round when swapped); the goal puts an object of thing_type in/on a receptacle
+    of place_type."""
+    mug_in, apple_in = (COUNTER, CABINET) if swapped else (CABINET, COUNTER)
     return f"""
 (define (problem kitchen) (:domain home)
  (:objects agent1 - agent
@@ -89,8 +91,8 @@ def problem(thing_type: str, place_type: str) -> str:
    (receptacleAtLocation {COUNTER} loc_bar_1_bar_2)
    (receptacleAtLocation {CABINET} loc_bar_3_bar_1)
    (openable {CABINET})
-   (inReceptacle {MUG} {CABINET})
-   (inReceptacle {APPLE} {COUNTER})
+   (inReceptacle {MUG} {mug_in})
+   (inReceptacle {APPLE} {apple_in})
    (receptacleType {COUNTER} CounterTopType)
    (receptacleType {CABINET} CabinetType)
    (objectType {MUG} MugType)
@@ -103,7 +105,7 @@ def problem(thing_type: str, place_type: str) -> str:
 """
 
 
-GAMES = (  # (split, task dir, goal text, object type, receptacle type, solvable)
+GAMES = (  # (split, task dir, goal text, object type, receptacle type, solvable); valid_seen's kitchen is swapped
     ("train", "pick_and_place_simple-Mug-None-CounterTop-1", "put a mug on the countertop.", "MugType",
      "CounterTopType", True),
     ("train", "pick_and_place_simple-Apple-None-Cabinet-1", "put an apple in the cabinet.", "AppleType",
@@ -122,7 +124,7 @@ def write_games(root) -> str:
     for k, (split, task_dir, goal, thing_type, place_type, solvable) in enumerate(GAMES):
         trial = os.path.join(str(root), "json_2.1.1", split, task_dir, f"trial_T2019_{k:04d}")
         os.makedirs(trial, exist_ok=True)
-        game = {"pddl_domain": DOMAIN, "pddl_problem": problem(thing_type, place_type),
+        game = {"pddl_domain": DOMAIN, "pddl_problem": problem(thing_type, place_type, swapped=split != "train"),
                 "grammar": GRAMMAR.replace("GOAL", goal), "solvable": solvable}
         with open(os.path.join(trial, "game.tw-pddl"), "w") as f:
             json.dump(game, f)

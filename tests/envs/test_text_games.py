@@ -174,6 +174,11 @@ def test_alfworld_games_are_won_by_the_planners_plan(tmp_path):
     assert "Nothing happens." in obs[0] and rewards == [0.0] and dones == [False]
     rules = text_game_baselines(ts.tasks, max_turns=10)
     assert rules["expert"] == 1.0 and 0.0 <= rules["random"] <= 1.0
+    dev = build_section({"name": "alfworld", "path": root, "split": "dev", "n_tasks": 1, "max_turns": 10})
+    env.reset(dev.tasks)  # the apple starts in the closed cabinet here: no game is won before it is played
+    _, _, dones, infos = env.step(["go to countertop 1"])
+    assert dones == [False] and not infos[0]["won"] and len(play(env, dev.tasks, turns=10)) == 1
+    assert env.score == [1.0] and env.turn == [5]
 
 
 def test_alfworld_without_a_path_says_what_to_give():
