@@ -234,3 +234,42 @@ def test_engine_greedy_decode_equals_transformers_generate(tmp_path, one_device_
             ref = torch_model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False,
                                        min_new_tokens=6, pad_token_id=0)
         assert list(out) == ref[0, len(prompt):].tolist()
+
+
+def test_the_openai_server_serves_it_over_http(tmp_path, one_device_mesh):
+    """The OpenAI-compatible server over real HTTP on 127.0.0.1, on the engine over a tiny
+    Qwen3-MoE checkpoint: four concurrent greedy completions (batched in the engine's slots)
+    each continue their prompt as transformers' generate does."""
+    import concurrent.futures
+
+    import openai
+    import transformers
+
+    from activemem_jax.engine import Engine
+    from activemem_jax.server import make_app
+    from tests.models.tiny_hf import save_word_tokenizer
+    from tests.serving import running
+
+    torch_model = make_tiny(tmp_path, "qwen3_moe_e4_top2", max_position_embeddings=256)
+    save_word_tokenizer(tmp_path, 256)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    model = load_pretrained(str(tmp_path), mesh=one_device_mesh)
+    prompts = [" ".join(f"t{t}" for t in np.random.default_rng(n).integers(3, 256, n)) for n in (7, 19, 11, 5)]
+    with Engine(model, max_slots=4, max_len=256) as engine, running(make_app(engine, "tiny-moe")) as url:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused")
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            outs = list(pool.map(lambda p: client.completions.create(model="tiny-moe", prompt=p, max_tokens=6,
+                                                                     temperature=0), prompts))
+    seen = set()
+    for prompt, out in zip(prompts, outs):
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        assert out.usage.prompt_tokens == len(ids)  # the server tokenized the text as transformers does
+        with torch.no_grad():  # the ids hold the pad id 0: generate must not mask them out
+            ref = torch_model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                       max_new_tokens=6, do_sample=False, pad_token_id=0)
+        want = tok.convert_ids_to_tokens(ref[0, len(ids):].tolist())
+        got = out.choices[0].text.split()
+        assert got and got == want[:len(got)], (prompt, got, want)  # (an end-of-text token may stop it early)
+        assert out.usage.completion_tokens >= len(got)
+        seen.add(tuple(got))
+    assert len(seen) == len(prompts)  # each prompt its own continuation: the check sees the prompt
