@@ -239,13 +239,14 @@ def test_engine_greedy_decode_equals_transformers_generate(tmp_path, one_device_
 def test_the_openai_server_serves_it_over_http(tmp_path, one_device_mesh):
     """The OpenAI-compatible server over real HTTP on 127.0.0.1, on the engine over a tiny
     Qwen3-MoE checkpoint: four concurrent greedy completions (batched in the engine's slots)
-    each continue their prompt as transformers' generate does."""
+    each continue their prompt as transformers' generate does; the engine's prefix cache and
+    latent splice act on it as on the dense families (tests/engine/test_engine.py)."""
     import concurrent.futures
 
     import openai
     import transformers
 
-    from activemem_jax.engine import Engine
+    from activemem_jax.engine import Engine, SamplingParams
     from activemem_jax.server import make_app
     from tests.models.tiny_hf import save_word_tokenizer
     from tests.serving import running
@@ -260,6 +261,20 @@ def test_the_openai_server_serves_it_over_http(tmp_path, one_device_mesh):
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             outs = list(pool.map(lambda p: client.completions.create(model="tiny-moe", prompt=p, max_tokens=6,
                                                                      temperature=0), prompts))
+        # the prefix cache: a long shared prefix is reused and changes nothing
+        params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+        prefix = np.random.default_rng(1).integers(3, 256, 150).tolist()
+        first = engine.generate([prefix + [7, 8]], params)[0]
+        second = engine.generate([prefix + [9]], params)[0]
+        again = engine.generate([prefix + [7, 8]], params)[0]
+        assert second.cached_tokens >= 128 and again.cached_tokens >= 128 and again.token_ids == first.token_ids
+        # the latent splice: the model's own embeddings spliced in change nothing, other vectors do
+        ids, at = prefix[:20], [5, 6]
+        own = np.asarray(model.module.embed_tokens(np.asarray([ids])))[0, at]
+        plain = engine.generate([ids], params)[0]
+        assert engine.submit(ids, params, latents=own, latent_positions=at).result().token_ids == plain.token_ids
+        other = np.random.default_rng(0).standard_normal(own.shape) * 3
+        assert engine.submit(ids, params, latents=other, latent_positions=at).result().token_ids != plain.token_ids
     seen = set()
     for prompt, out in zip(prompts, outs):
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
