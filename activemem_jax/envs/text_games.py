@@ -155,6 +155,7 @@ class TextGameEnv:
         for t in tasks:
             if "game" not in t:
                 raise ValueError(f"task {t.get('id')!r}: needs a game file (envs/textworld_games.py, envs/alfworld.py)")
+        self.close()  # the last batch's games (each holds an interpreter or a planner)
         self.tasks = list(tasks)
         n = len(tasks)
         self.games = [open_game(t) for t in tasks]
