@@ -132,7 +132,8 @@ class Data:
     index: str = ""               # search: an index directory | a JSONL corpus | a retrieval server
     corpus: str = ""
     retrieval_url: str = ""
-    path: str = ""                # gsm8k / math: the data file; gaia: its directory
+    path: str = ""                # gsm8k / math / gpqa / aqua / fever: the data file; gaia: its directory
+    choice_seed: int = 0          # gpqa: the options' order (shuffled per row by this seed and the record id)
     delimiter: str = ""           # delimiter steps (policy.step_mode)
     world_seed: int = -1          # synthetic: the world's seed (-1: `seed`; tasks are drawn with `seed`)
     kinds: tuple = ("chain", "constraint")  # synthetic: the question kinds drawn

@@ -59,7 +59,10 @@ def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict
             "turns": len(traj.steps),
             "tree_actions": [s.tree_action for s in traj.steps],
             "context_overflow": bool(traj.info.get("context_overflow", False)),
-            "responses": [s.text for s in traj.steps]}
+            "responses": [s.text for s in traj.steps],
+            # FEVER: label right and a gold evidence set among the retrieved pages (envs/fever.py;
+            # None where the claim has no evidence ids)
+            **({"fever_score": traj.info["fever_score"]} if "fever_score" in traj.info else {})}
 
 
 def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[str],
@@ -110,9 +113,15 @@ def summarize(rows: Sequence[dict]) -> dict:
     for r in rows:
         out.setdefault(r["variant"], {}).setdefault(r["n_objectives"], []).append(r)
     return {v: {n: {"tasks": len(rs), **{m: sum(r[m] for r in rs) / len(rs) for m in METRICS},
-                    "peak_tokens_max": max(r["peak_tokens"] for r in rs)}
+                    "peak_tokens_max": max(r["peak_tokens"] for r in rs), **_fever(rs)}
                 for n, rs in sorted(by_n.items())}
             for v, by_n in out.items()}
+
+
+def _fever(rows: Sequence[dict]) -> dict:
+    """FEVER score's mean over the rows that have one (claims with evidence ids), and their count."""
+    scored = [r["fever_score"] for r in rows if r.get("fever_score") is not None]
+    return {"fever_score": sum(scored) / len(scored), "fever_scored": len(scored)} if scored else {}
 
 
 # ---------------------------------------------------------------- recall (envs/recall.py)

@@ -68,6 +68,7 @@ class Episode:
     searches: int = 0
     answer: Optional[str] = None
     invalid: int = 0
+    retrieved: list = dataclasses.field(default_factory=list)  # {"docid", "title"} of each search's hits, in order
 
 
 class MultiObjectiveQAEnv:
@@ -116,13 +117,13 @@ class MultiObjectiveQAEnv:
                 left = ep.task.get("max_turns", self.max_turns) - ep.turn  # a task may set its own budget
                 if act.kind == "answer":
                     ep.answer = act.content
-                    golds = ep.task["answers"]
-                    reward = multi_objective_score(act.content, golds) if act.balanced else 0.0
-                    if act.balanced and len(split_answers(act.content)) == len(golds):
+                    reward = self.answer_score(ep.task, act.content) if act.balanced else 0.0
+                    if act.balanced and self.well_formed(ep.task, act.content):
                         reward += self.format_reward
                     ep.done, ep.reward = True, reward
                 elif act.kind == "search":
                     ep.searches += 1
+                    ep.retrieved += [{"docid": d.get("docid"), "title": d.get("title", "")} for d in results[i]]
                     text = (f"<information>{format_docs(results[i])}</information>\n\n"
                             + prompts.turns_left_hint(left))
                 else:
@@ -135,6 +136,17 @@ class MultiObjectiveQAEnv:
             dones.append(ep.done)
             infos.append(self.info(ep))
         return obs, rewards, dones, infos
+
+    @staticmethod
+    def answer_score(task: dict, answer: str) -> float:
+        """The reward of a final answer (tags balanced): MEM1's sum of per-question EM. A
+        subclass with another answer (envs/fever.py: a label) overrides it."""
+        return multi_objective_score(answer, task["answers"])
+
+    @staticmethod
+    def well_formed(task: dict, answer: str) -> bool:
+        """Whether a final answer earns format_reward: one item per question."""
+        return len(split_answers(answer)) == len(task["answers"])
 
     def abort(self, i: int) -> None:
         """End episode i unanswered (reward 0), e.g. when its context no longer fits."""

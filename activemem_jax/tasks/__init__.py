@@ -24,6 +24,8 @@ Registered (the modules beside this one):
   decoys): recall.py;
 - gsm8k and math (the math environment; `delimiter` set: delimiter steps), first_token:
   single_shot.py;
+- gpqa, aqua (multiple choice, one turn, envs/choice.py) and fever (claim verification
+  with the QA tasks' retrieval, three labels, envs/fever.py): choice.py;
 - gaia, browsecomp_plus (the HyMem paper's agent benchmarks): agents.py;
 - humaneval, kodcode, bigcodebench (code with executed tests, envs/code.py): code.py;
 - scienceworld (the simulator's tasks and variation splits, envs/scienceworld.py),
@@ -40,6 +42,7 @@ Importing this package imports no JAX.
 from activemem_jax.tasks._registry import (BUILDERS, TaskSet, answer_score, build_section, build_tasks,
                                            n_objectives, names, register, require_env)
 from activemem_jax.tasks import agents, code, embodied, qa, recall, single_shot, synthetic  # noqa: F401  (registers)
+from activemem_jax.tasks import choice  # noqa: F401  (registers)
 from activemem_jax.tasks.agents import select_balanced
 from activemem_jax.tasks.qa import compose
 from activemem_jax.tasks.recall import recall_codes

@@ -38,6 +38,19 @@ def test_rows_summary_table_and_plot(tmp_path):
     assert (tmp_path / "peak.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_fever_score_reaches_the_rows_and_averages_over_the_claims_that_have_evidence():
+    rows = []
+    for uid, score in enumerate((1.0, 0.0, None)):  # None: a claim without evidence ids
+        t = traj("SUPPORTS", [["SUPPORTS"]], 100, uid)
+        t.info["fever_score"] = score
+        rows.append(ev.trajectory_row("activemem", t))
+    rows.append(ev.trajectory_row("plain", traj("REFUTES", [["SUPPORTS"]], 100)))
+    assert [r.get("fever_score") for r in rows] == [1.0, 0.0, None, None] and "fever_score" not in rows[3]
+    s = ev.summarize(rows)
+    assert s["activemem"][1]["fever_score"] == 0.5 and s["activemem"][1]["fever_scored"] == 2
+    assert "fever_score" not in s["plain"][1]
+
+
 def test_variants():
     base = PolicyConfig(num_latents=4)
     assert ev.variant_config(base, "activemem") == base
