@@ -281,11 +281,18 @@ class Checkpoint:
     resume: bool = True
     step: int = 0                 # restore this step (0: the newest readable one)
     overwrite: bool = False       # with resume=False: set an existing run in out_dir aside instead of refusing
+    init_from: str = ""           # a fresh run starts its controller (and LoRA) from this run's checkpoint
+                                  # (a run directory or its checkpoints folder; read only); its optimizer,
+                                  # step and tree start fresh; ignored when out_dir holds checkpoints
+    init_step: int = 0            # init_from's step (0: its newest readable one)
 
     def check(self) -> None:
         _need(self.every >= 1, f"checkpoint.every={self.every}: need >= 1")
         _need(self.keep >= 1, f"checkpoint.keep={self.keep}: need >= 1")
         _need(self.step >= 0, f"checkpoint.step={self.step}: need >= 0 (0: the newest readable step)")
+        _need(self.init_step >= 0, f"checkpoint.init_step={self.init_step}: need >= 0 (0: the newest readable step)")
+        _need(not self.init_step or self.init_from,
+              f"checkpoint.init_step={self.init_step} names a step of checkpoint.init_from, which is empty")
 
 
 @dataclasses.dataclass(frozen=True)

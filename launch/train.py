@@ -10,7 +10,6 @@ tensorboard/, checkpoints/ (orbax, resumed automatically), summary.json.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -38,34 +37,23 @@ def init_distributed(cfg) -> None:
 
 
 def held_out(trainer):
-    """The registered task's held-out TaskSet (see below)."""
-    from activemem_jax.tasks import build_section
+    """The registered task's held-out TaskSet (`launch.held_out.held_out_set`)."""
+    from launch.held_out import held_out_set
 
-    e, d = trainer.run.eval, trainer.run.data
-    # the registered task's held-out set: eval's split, sizes and seed + 1 (the synthetic world
-    # stays the training one: world_seed), eval.qa_files / eval.path, else the training files;
-    # no format reward, so em is the answers' score
-    held = dataclasses.replace(d, n_objectives=tuple(e.n_objectives), n_tasks=e.n_tasks, seed=d.seed + 1,
-                               world_seed=d.seed if d.world_seed < 0 else d.world_seed, split=e.split,
-                               format_reward=0.0, qa_files=e.qa_files or d.qa_files, path=e.path or d.path)
-    return build_section(held, trainer.model, "data")
+    return held_out_set(trainer.run, trainer.model)
 
 
 def evaluate_before_after(trainer) -> tuple:
     """(the before / after table by N, the held-out TaskSet it ran on)."""
     from activemem_jax.activemem import evaluate as ev
+    from launch.held_out import evaluate_held_out
 
-    e = trainer.run.eval
     ts = held_out(trainer)
-    tasks, retriever, make_env = ts.by_group(), ts.search, ts.make_env  # tasks by N
-    turns = lambda n: min(e.max_turns_cap, e.turns_per_objective * n + e.extra_turns)  # noqa: E731
-    base = trainer.policy.config
     rows = []
     for name, restore in (("before", None), ("after", lambda p: _load_trained(p, trainer))):
         if name == "before" and trainer.params["lora"]:
             trainer.engine.set_weights(trainer.model.state)
-        for r in ev.evaluate(trainer.model, trainer.engine, retriever, base, ["activemem"], tasks, turns,
-                             seed=trainer.run.seed, restore=restore, make_env=make_env):
+        for r in evaluate_held_out(trainer.model, trainer.engine, ts, trainer.run, trainer.policy.config, restore):
             rows.append({**r, "variant": name})
     trainer._sync_policy()
     return ev.summarize(rows), ts

@@ -74,5 +74,5 @@ class MathEnv:
             pred = extract_final_answer(action)
             ok = math_equal(pred, str(task["answer"]))
             rewards.append(float(ok))
-            infos.append({"id": task.get("id"), "prediction": pred, "correct": ok})
+            infos.append({"id": task.get("id"), "prediction": pred, "correct": ok, "reward": float(ok)})
         return [""] * len(self.tasks), rewards, [True] * len(self.tasks), infos

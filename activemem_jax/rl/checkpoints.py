@@ -16,6 +16,9 @@ Orbax writes into a temporary folder and renames it when complete, so a process 
 mid-save leaves the previous step as the latest. Restoring into a different structure
 (another K, hidden size, tree capacity, LoRA setting) raises CheckpointMismatch naming
 what differs.
+
+    out = read_init("runs/a", params, backbone=backbone_record(path, model.config))
+    # checkpoint.init_from: another run's controller (and LoRA) params, read only
 """
 
 from __future__ import annotations
@@ -71,18 +74,45 @@ def _shapes(tree) -> dict:
             for path, x in jax.tree_util.tree_leaves_with_path(tree)}
 
 
+def _mismatch(want: dict, have: dict) -> str:
+    """'' when the saved shapes `have` fit `want` ({'a/b': shape}, `_shapes`); else what
+    differs: missing and unexpected paths, and each path whose shapes differ, with both."""
+    same_keys = set(want) == set(have)
+    if (same_keys and want == have) or (not same_keys and sorted(want.values()) == sorted(have.values())):
+        return ""
+    missing = sorted(set(want) - set(have))[:3]
+    extra = sorted(set(have) - set(want))[:3]
+    shape = [f"{k}: checkpoint {have[k]} vs model {want[k]}" for k in want if k in have and have[k] != want[k]][:3]
+    return f"missing {missing}, unexpected {extra}, shapes {shape}"
+
+
+class _ReadOnlyNotice(logging.Filter):
+    def filter(self, record) -> bool:
+        return "is read only" not in record.getMessage()
+
+
 class Checkpoints:
-    def __init__(self, directory: str, keep: int = 3, async_save: bool = True, preserve=()):
+    def __init__(self, directory: str, keep: int = 3, async_save: bool = True, preserve=(),
+                 read_only: bool = False):
+        """read_only: nothing is created, saved, deleted or set aside in `directory`
+        (checkpoint.init_from reads another run's checkpoints this way)."""
         from orbax.checkpoint import checkpoint_managers as cm
 
         self.directory = os.path.abspath(directory)
+        self.read_only = read_only
         self.preserve = tuple(sorted(set(int(s) for s in preserve)))
         kept = cm.AnyPreservationPolicy([cm.LatestN(keep), cm.CustomSteps(self.preserve)])
         options = ocp.CheckpointManagerOptions(preservation_policy=kept, enable_async_checkpointing=async_save,
-                                               create=True)
+                                               create=not read_only, read_only=read_only,
+                                               **({"save_interval_steps": 0} if read_only else {}))
         handlers = {name: ocp.StandardCheckpointHandler() for name in ("params", "opt_state", "tree")}
         handlers["meta"] = ocp.JsonCheckpointHandler()
-        self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
+        quiet = _ReadOnlyNotice()  # orbax warns that a read-only directory is read only
+        logging.getLogger("absl").addFilter(quiet)
+        try:
+            self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
+        finally:
+            logging.getLogger("absl").removeFilter(quiet)
 
     def latest_step(self) -> Optional[int]:
         return self.manager.latest_step()
@@ -93,6 +123,8 @@ class Checkpoints:
     def set_aside(self, step: int, why: str) -> str:
         """Rename step's folder to '<step>.<why>' (kept, never deleted), so later saves of
         lower steps are not refused behind it; returns the new path."""
+        if self.read_only:
+            raise PermissionError(f"{self.directory} is opened read only: step {step} is not set aside")
         src = os.path.join(self.directory, str(step))
         dst, n = f"{src}.{why}", 1
         while os.path.exists(dst):
@@ -142,16 +174,15 @@ class Checkpoints:
 
     def _check(self, step: int, name: str, target) -> None:
         saved = self.manager.item_metadata(step)[name]
-        want, have = _shapes(target), _shapes(saved)
-        same_keys = set(want) == set(have)
-        if (same_keys and want != have) or (not same_keys and sorted(want.values()) != sorted(have.values())):
-            missing = sorted(set(want) - set(have))[:3]
-            extra = sorted(set(have) - set(want))[:3]
-            shape = [f"{k}: checkpoint {have[k]} vs model {want[k]}" for k in want if k in have and have[k] != want[k]][:3]
+        differs = _mismatch(_shapes(target), _shapes(saved))
+        if differs:
             raise CheckpointMismatch(
                 f"{self.directory} step {step}: '{name}' does not match this config "
-                f"(missing {missing}, unexpected {extra}, shapes {shape}); restore with the "
-                "config the run was trained with, or start a new run directory")
+                f"({differs}); restore with the config the run was trained with, or start a new run directory")
+
+    def read_meta(self, step: int) -> dict:
+        """A step's meta item alone (no arrays read)."""
+        return dict(self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
 
     def restore(self, params, opt_state=None, tree=None, step: Optional[int] = None) -> dict:
         """Restore into the structures of `params` (and opt_state / tree when given)."""
@@ -213,6 +244,100 @@ def restore_policy(directory: str, policy, step: Optional[int] = None) -> int:
     return out["step"]
 
 
+BACKBONE_FIELDS = ("path", "model_type", "hidden_size", "num_layers", "vocab_size")
+
+
+def backbone_record(path: str, config) -> dict:
+    """What a checkpoint's meta records about the frozen model it was trained over (meta
+    "backbone"): model.path (resolved when it is a local file or folder; "" when the model
+    was passed in and the config names none is left out) and the architecture's sizes."""
+    out = {"path": os.path.realpath(path) if path and os.path.exists(path) else path}
+    out.update({k: getattr(config, k) for k in BACKBONE_FIELDS[1:] if hasattr(config, k)})
+    return {k: v for k, v in out.items() if v not in ("", None)}
+
+
+def backbone_mismatch(saved: dict, current: dict) -> str:
+    """'' when two backbone records agree on every field both hold; else the fields that
+    differ, each with both values."""
+    return ", ".join(f"model.{k}: checkpoint {saved[k]!r} vs this run {current[k]!r}" for k in BACKBONE_FIELDS
+                     if k in saved and k in current and saved[k] != current[k])
+
+
+def checkpoint_folder(path: str) -> str:
+    """A run directory's checkpoints folder, or `path` itself when it is one."""
+    inner = os.path.join(path, "checkpoints")
+    return inner if os.path.isdir(inner) else path
+
+
+def read_init(source: str, params: dict, step: int = 0, backbone: Optional[dict] = None) -> dict:
+    """checkpoint.init_from: another run's controller params (and its LoRA adapters when
+    this run has LoRA) in the structure of `params` ({"controller", "lora"}), read only:
+    nothing in `source` is created, renamed or written. step 0: the newest step that can be
+    read (an unreadable one is skipped with a warning, not set aside).
+
+    Refuses, in one line each: no directory or no readable checkpoint there; a checkpoint
+    whose meta records another backbone than `backbone` (`backbone_record`; compared on
+    the fields both record); a checkpoint whose controller (or LoRA) shapes differ from
+    `params` (the path and both shapes); a checkpoint with LoRA adapters into a run
+    without LoRA (its controller learned over the adapted backbone). A run with LoRA from
+    a checkpoint without it keeps its fresh adapters (result "lora_taken" False).
+    Returns {"step", "directory", "meta", "params", "lora_taken"}."""
+    where = f"checkpoint.init_from={source!r}"
+    if not os.path.isdir(source):
+        raise FileNotFoundError(f"{where}: no such directory (give a run directory or its checkpoints folder)")
+    directory = checkpoint_folder(source)
+    ckpt = Checkpoints(directory, async_save=False, read_only=True)
+    try:
+        steps = ckpt.steps()
+        if not steps:
+            raise FileNotFoundError(f"{where}: {directory} holds no checkpoint (give a run directory with "
+                                    "saved steps, or its checkpoints folder)")
+        if step and step not in steps:
+            raise FileNotFoundError(f"checkpoint.init_step={step}: {directory} holds steps {steps}")
+        problems = []
+        for s in [step] if step else reversed(steps):
+            try:
+                try:
+                    meta = ckpt.read_meta(s)
+                    saved = ckpt.manager.item_metadata(s)["params"]
+                except Exception as e:  # truncated / corrupt files
+                    raise CheckpointMismatch(_short(e), corrupt=True) from None
+                return _take_init(ckpt, s, meta, saved, params, backbone or {}, where)
+            except CheckpointMismatch as e:
+                if not e.corrupt:
+                    raise
+                problems.append(f"step {s}: {str(e)[:200]}")
+                if not step:
+                    log.warning("%s: step %d cannot be read; trying an older one", where, s)
+        raise FileNotFoundError(f"{where}: no readable checkpoint in {directory} ({'; '.join(problems)})")
+    finally:
+        ckpt.close()
+
+
+def _take_init(ckpt: "Checkpoints", step: int, meta: dict, saved, params: dict, backbone: dict, where: str) -> dict:
+    """read_init's checks and restore of one readable step."""
+    differs = backbone_mismatch(meta.get("backbone", {}), backbone)
+    if differs:
+        raise CheckpointMismatch(f"{where}: step {step} was trained over another backbone ({differs}); a "
+                                 "controller reads and writes one model's hidden states: start from a run of "
+                                 "this model, or train from scratch")
+    saved_lora = dict(saved["lora"]) if "lora" in saved else {}
+    if saved_lora and not params["lora"]:
+        raise CheckpointMismatch(f"{where}: step {step} holds LoRA adapters (its controller learned over the "
+                                 "adapted backbone) and this run has lora.rank=0: set lora.rank and lora.targets "
+                                 "to the source run's")
+    take_lora = bool(saved_lora and params["lora"])
+    target = {"controller": params["controller"], "lora": params["lora"] if take_lora else {}}
+    differs = _mismatch(_shapes(to_saveable(target)), _shapes(saved))
+    if differs:
+        raise CheckpointMismatch(f"{where}: step {step}'s parameters do not fit this run ({differs}); give the "
+                                 "policy (and lora) sections the source run trained with")
+    out = ckpt.restore(target, step=step)
+    lora = out["params"]["lora"] if take_lora else params["lora"]
+    return {"step": step, "directory": ckpt.directory, "meta": out["meta"], "lora_taken": take_lora,
+            "params": {"controller": out["params"]["controller"], "lora": lora}}
+
+
 def jsonable(state):
     """A data-iterator state as JSON (grain iterator states may hold bytes)."""
     if isinstance(state, bytes):
@@ -237,4 +362,5 @@ def from_jsonable(state):
     return state
 
 
-__all__ = ["CheckpointMismatch", "Checkpoints", "from_jsonable", "jsonable", "restore_policy", "to_saveable"]
+__all__ = ["BACKBONE_FIELDS", "CheckpointMismatch", "Checkpoints", "backbone_mismatch", "backbone_record",
+           "checkpoint_folder", "from_jsonable", "jsonable", "read_init", "restore_policy", "to_saveable"]

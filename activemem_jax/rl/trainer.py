@@ -13,6 +13,10 @@ power-of-two length, and the columns before the first latent run forward only
 Resuming restores params, optimizer state, tree, data iterator and step; rollout seeds
 depend on (seed, step) only, so a resumed run repeats an uninterrupted one.
 
+A fresh run (no checkpoint of its own in out_dir) with `checkpoint.init_from` starts from
+another run's controller (and LoRA) params, read only (`_init_from`); a run with its own
+checkpoints resumes them and ignores init_from.
+
 This file holds the loop; the tasks come from activemem_jax/tasks/ (`data.name`), the padded rows
 and mini-batches from rl/rows.py, and the multi-host plumbing from rl/hosts.py.
 """
@@ -33,7 +37,7 @@ from activemem_jax import build, schema
 from activemem_jax.activemem import init_lora, merge_lora, repeat_tasks
 from activemem_jax.data.streams import join_episodes
 from activemem_jax.rl import grpo, preemption, rows
-from activemem_jax.rl.checkpoints import Checkpoints, from_jsonable, jsonable
+from activemem_jax.rl.checkpoints import Checkpoints, backbone_record, from_jsonable, jsonable, read_init
 from activemem_jax.rl.hosts import Hosts
 from activemem_jax.shapes import batch_rows
 from activemem_jax.rl.metrics_log import MetricsLog
@@ -106,10 +110,16 @@ class Trainer:
                     "resume it (checkpoint.resume=True), give a new --config.out_dir, or set "
                     "--config.checkpoint.overwrite=True to set it aside")
             self._set_aside_run()
+        self.init_from: Optional[dict] = None  # checkpoint.init_from's {"path", "step"} when this run began there
         if c.resume and self.ckpt.steps():
+            if c.init_from:
+                log.info("checkpoint.init_from=%r ignored: %s holds this run's own checkpoints (steps %s); resuming "
+                         "them", c.init_from, self.ckpt.directory, self.ckpt.steps())
             self._restore(c.step or None)
         elif c.step:
             raise schema.ConfigError(f"checkpoint.step={c.step}: {self.ckpt.directory} holds no checkpoint to restore")
+        elif c.init_from:
+            self._init_from(c.init_from, c.init_step)
         self.metrics = MetricsLog(run.out_dir, tensorboard=run.log.tensorboard, resume_step=self.step,
                                  enabled=jax.process_index() == 0)
         self._sync_policy()
@@ -123,7 +133,12 @@ class Trainer:
 
     def _meta(self) -> dict:
         return {"step": self.step, "data": jsonable(self.data.get_state()), "seed": self.run.seed,
-                "lora_alpha": float(self.run.lora.alpha), "algo": self.run.train.algo}
+                "lora_alpha": float(self.run.lora.alpha), "algo": self.run.train.algo,
+                "backbone": self.backbone(), **({"init_from": self.init_from} if self.init_from else {})}
+
+    def backbone(self) -> dict:
+        """What this run's checkpoints record about its frozen model (`backbone_record`)."""
+        return backbone_record(self.run.model.path, self.model.config)
 
     def save(self):
         memory = jax.tree.map(np.asarray, self.policy.memory_state)  # host arrays: the same on every host
@@ -158,6 +173,26 @@ class Trainer:
         self.step = int(out["meta"]["step"])
         self.data.set_state(from_jsonable(out["meta"]["data"]))
         log.info("resumed from %s at step %d", self.ckpt.directory, self.step)
+
+    def _init_from(self, source: str, step: int = 0):
+        """checkpoint.init_from: the controller params (and the LoRA adapters, when both runs
+        have LoRA) of `source`'s checkpoint at `step` (0: its newest readable one), read
+        only, after the checks of `read_init` (the backbone it records, the shapes). They
+        are also this run's reference (train.beta's KL to phi_0: where this run began).
+        Fresh, as in any new run: the optimizer state (Adam's moments belong to the source's
+        data, and the warm-up and decay schedules count this run's steps), the step counter
+        (train.steps and train.sft_steps are this run's own), the data order (another data
+        section), and the memory tree (it holds the source's episodes; a run's evaluation
+        then measures what its controller learned, not what an earlier run stored)."""
+        out = read_init(source, self.params, step, backbone=self.backbone())
+        self.params = self.hosts.replicate(out["params"])
+        self.ref_params = self.hosts.replicate(out["params"])
+        self.opt_state = self.hosts.replicate(self.optimizer.init(self.params))
+        self.init_from = {"path": os.path.abspath(source), "step": out["step"]}
+        taken = "controller and LoRA" if out["lora_taken"] else "controller"
+        fresh = "; LoRA starts fresh (the checkpoint has none)" if self.run.lora.rank and not out["lora_taken"] else ""
+        log.info("%s from %s step %d (checkpoint.init_from); optimizer, step and tree start fresh%s",
+                 taken, out["directory"], out["step"], fresh)
 
     def _tree_reference(self):
         """train.tree_kl's reference: the params at the first GRPO step (the SFT warm

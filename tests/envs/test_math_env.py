@@ -20,6 +20,7 @@ def test_math_env_rewards():
     _, rewards, done, info = env.step(["It is \\boxed{2}.", "#### 0.5"])
     assert rewards == [1.0, 0.0] and done == [True, True]  # "\\frac12" is not canonical LaTeX
     assert info[1]["prediction"] == "0.5"
+    assert [i["reward"] for i in info] == rewards  # the rollout reads an ended episode's reward from its info
 
 
 def test_the_gold_reply_is_the_worked_solution_or_the_boxed_answer():

@@ -1,0 +1,296 @@
+"""Continual learning (the ActiveMem paper's Table 6) as one launch: one controller trained
+on a sequence of datasets, each stage starting from the previous stage's controller, and
+the final controller of every stage evaluated on every stage's held-out data.
+
+    python -m launch.continual --config configs/activemem_continual_cpu.py [--config.seed=1 ...]
+
+The config is a run config (every section of `activemem_jax/schema.py`: the model, the
+policy, the optimizer, the eval section's sizes...) plus `stages`, a tuple of dicts:
+
+    {"name": "aqua", "data": {...data section overrides...}, "steps": 40, "sft_steps": 30,
+     "eval": {...eval section overrides, e.g. the held-out file...}}   # sft_steps, eval optional
+
+Stage k trains under `<out_dir>/stage_<k>_<name>` with `checkpoint.init_from` the previous
+stage's directory at its final step (stage 0: from scratch, or from the config's own
+checkpoint.init_from): the controller (and LoRA) carry over; the optimizer, step counter,
+data order and memory tree start fresh in each stage (`Trainer._init_from` says why).
+Before any stage trains, every stage's config is checked and every data file it names
+must exist (a missing one stops the launch naming the stage and the path). A rerun
+resumes: a stage whose final checkpoint exists is not retrained; one stopped midway
+resumes its own checkpoints.
+
+Evaluation, after the last stage: the held-out tasks of each stage's dataset are those
+launch.train scores (`launch.held_out.held_out_set`: the eval section's file and sizes,
+`evaluate.evaluate`'s greedy tree actions, near-greedy decoding); each stage's final
+controller and tree are loaded from its checkpoint (`restore_policy`), and the untrained
+controller (init seed `seed`) is scored on the same tasks. The metric is `em`: the mean
+reward per question over the held-out tasks (the environment's score, in [0, 1]: the
+right letter for aqua / gpqa, the right number for gsm8k, the share of tests passed for
+the code families). With L stages and M[i][j] the score after stage i on dataset j:
+
+    forgetting        = mean over j < L-1 of ( max_{j <= i < L-1} M[i][j] - M[L-1][j] )
+                        how much of the best score a dataset ever had the final
+                        controller lost (> 0: forgotten; None with one stage)
+    forward transfer  = mean over j >= 1 of ( M[j-1][j] - U[j] )
+                        how much training on the earlier datasets helped dataset j before
+                        training on it, against the untrained controller's U[j] measured
+                        in this launch (None with one stage)
+
+Writes `<out_dir>/continual.json` (datasets, rows, matrix, untrained, metric, the two
+figures and their definitions, tasks per dataset, the stages' directories) and
+`<out_dir>/continual.md` (the matrix as a Markdown table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+from absl import app
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_continual_cpu.py", "continual config file")
+
+STAGE_KEYS = ("name", "data", "eval", "steps", "sft_steps")
+METRIC = "em"
+DEFINITIONS = {
+    "matrix": "matrix[i][j]: held-out em on dataset j of the controller after stage i",
+    "forgetting": "mean over j < L-1 of (max over j <= i < L-1 of matrix[i][j]) - matrix[L-1][j]",
+    "forward_transfer": "mean over j >= 1 of matrix[j-1][j] - untrained[j] (the untrained controller, this launch)",
+}
+DATA_FILES = {"data": ("path", "qa_files", "corpus", "index", "queries"), "eval": ("path", "qa_files")}
+
+
+def split_config(cfg) -> tuple:
+    """(the run config without `stages`, the stages as a list of dicts), each stage's keys
+    checked."""
+    from activemem_jax.schema import ConfigError
+
+    if "stages" not in cfg or not cfg.stages:
+        raise ConfigError("stages: the continual config needs a tuple of stages ({'name', 'data', 'steps', ...})")
+    base = cfg.copy_and_resolve_references()
+    plain = lambda x: x.to_dict() if hasattr(x, "to_dict") else x  # noqa: E731
+    stages = [{k: plain(v) for k, v in plain(s).items()} for s in base.stages]
+    with base.unlocked():  # a config read by absl's flag is locked
+        del base["stages"]
+    seen = set()
+    for k, s in enumerate(stages):
+        unknown = sorted(set(s) - set(STAGE_KEYS))
+        if unknown:
+            raise ConfigError(f"stages[{k}].{unknown[0]}: no such stage field (known: {', '.join(STAGE_KEYS)})")
+        name = s.get("name", "")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in seen:
+            raise ConfigError(f"stages[{k}].name={name!r}: a distinct name of letters, digits, '_', '.' or '-'")
+        seen.add(name)
+        if not isinstance(s.get("steps"), int) or s["steps"] < 1:
+            raise ConfigError(f"stages[{k}] ({name}).steps={s.get('steps')!r}: need an integer >= 1")
+        if not isinstance(s.get("data"), dict) or "name" not in s["data"]:
+            raise ConfigError(f"stages[{k}] ({name}).data: a dict of data section fields with the family's name")
+    return base, stages
+
+
+def stage_dir(out_dir: str, k: int, stage: dict) -> str:
+    return os.path.join(out_dir, f"stage_{k}_{stage['name']}")
+
+
+def stage_configs(base, stages: list) -> list:
+    """Each stage's run config: the base with the stage's data / eval overrides, steps and
+    sft_steps, its own out_dir, and checkpoint.init_from the previous stage's directory at
+    its final step. Every one is checked (`schema.load`) before anything trains."""
+    from activemem_jax import schema
+
+    seeds = tuple(schema.part(base, "train").seeds)
+    if len(seeds) > 1:
+        raise schema.ConfigError(f"train.seeds={seeds}: a continual launch trains one controller; run one launch "
+                                 "per seed (--config.seed=k --config.out_dir=...)")
+    out = []
+    for k, s in enumerate(stages):
+        c = base.copy_and_resolve_references()
+        try:
+            c.data.update(s["data"])
+            c.eval.update(s.get("eval", {}))
+            c.train.update(steps=s["steps"], sft_steps=s.get("sft_steps", c.train.sft_steps), seeds=())
+        except (TypeError, KeyError, AttributeError) as e:
+            raise schema.ConfigError(f"stages[{k}] ({s['name']}): {e}") from None
+        c.out_dir = stage_dir(base.out_dir, k, s)
+        if k:
+            previous = stages[k - 1]
+            c.checkpoint.update(init_from=stage_dir(base.out_dir, k - 1, previous), init_step=previous["steps"])
+        try:
+            schema.load(c)
+        except schema.ConfigError as e:
+            raise schema.ConfigError(f"stages[{k}] ({s['name']}): {e}") from None
+        out.append(c)
+    return out
+
+
+def check_stage_data(configs: list, stages: list) -> None:
+    """Every data file a stage names exists; else one line naming the stage and the path."""
+    from activemem_jax import schema
+
+    for k, (c, s) in enumerate(zip(configs, stages)):
+        for section, fields in DATA_FILES.items():
+            part = schema.part(c, section)
+            for field in fields:
+                value = getattr(part, field)
+                for p in (value if isinstance(value, tuple) else (value,)):
+                    if p and "://" not in p and not os.path.exists(p):  # a URL is a server's
+                        raise FileNotFoundError(f"stage {k} ({s['name']}): {section}.{field}={p!r} does not exist; "
+                                                "put the file there or change the stage's data")
+
+
+def final_step_saved(cfg) -> bool:
+    """Whether the stage's run holds the checkpoint of its last step (read only)."""
+    from activemem_jax.rl.checkpoints import Checkpoints
+
+    directory = os.path.join(cfg.out_dir, "checkpoints")
+    if not os.path.isdir(directory):
+        return False
+    ckpt = Checkpoints(directory, async_save=False, read_only=True)
+    try:
+        return cfg.train.steps in ckpt.steps()
+    finally:
+        ckpt.close()
+
+
+def figures(matrix: list, untrained: list) -> dict:
+    """Forgetting and forward transfer (module doc), and their terms per dataset."""
+    n = len(matrix)
+    if n < 2:
+        return {"forgetting": None, "forward_transfer": None, "forgetting_by_dataset": [],
+                "forward_transfer_by_dataset": []}
+    lost = [max(matrix[i][j] for i in range(j, n - 1)) - matrix[n - 1][j] for j in range(n - 1)]
+    gained = [matrix[j - 1][j] - untrained[j] for j in range(1, n)]
+    return {"forgetting": sum(lost) / len(lost), "forward_transfer": sum(gained) / len(gained),
+            "forgetting_by_dataset": lost, "forward_transfer_by_dataset": gained}
+
+
+def markdown(summary: dict) -> str:
+    """The matrix as a Markdown table, the figures below it."""
+    names = summary["datasets"]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = [f"Held-out {summary['metric']} (rows: the controller after each stage; columns: the dataset)", "",
+             "| controller | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|",
+             "| untrained | " + " | ".join(fmt(v) for v in summary["untrained"]) + " |"]
+    lines += [f"| {row} | " + " | ".join(fmt(v) for v in vals) + " |"
+              for row, vals in zip(summary["rows"], summary["matrix"])]
+    lines += ["", f"Forgetting {fmt(summary['forgetting'])}: {DEFINITIONS['forgetting']}.",
+              f"Forward transfer {fmt(summary['forward_transfer'])}: {DEFINITIONS['forward_transfer']}.",
+              f"Tasks per dataset: {', '.join(f'{n} {t}' for n, t in zip(names, summary['tasks']))}."]
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_matrix(configs: list, stages: list, model, engine, log=print) -> dict:
+    """The untrained row and M[i][j] (module doc), each cell the mean em of its rows."""
+    from activemem_jax import build, schema
+    from activemem_jax.rl.checkpoints import restore_policy
+    from launch.held_out import evaluate_held_out, held_out_set
+
+    runs = [schema.load(c) for c in configs]
+    sets = [held_out_set(r, model) for r in runs]
+    base = build.policy_config(runs[0])
+    lora = bool(runs[0].lora.rank)
+
+    def score(j: int, restore) -> float:
+        engine.clear_prefix_cache()
+        if lora:  # the backbone's own weights; restore_policy merges a trained run's LoRA
+            engine.set_weights(model.state)
+        rows = evaluate_held_out(model, engine, sets[j], runs[j], base, restore)
+        return sum(r[METRIC] for r in rows) / max(len(rows), 1)
+
+    line = lambda row: ", ".join(f"{s['name']} {v:.3f}" for s, v in zip(stages, row))  # noqa: E731
+    untrained = [score(j, None) for j in range(len(runs))]
+    log(f"untrained: {line(untrained)}")
+    matrix = []
+    for i, c in enumerate(configs):
+        directory, step = os.path.join(c.out_dir, "checkpoints"), c.train.steps
+        row = [score(j, lambda p, d=directory, s=step: restore_policy(d, p, step=s)) for j in range(len(runs))]
+        log(f"after stage {i} ({stages[i]['name']}): {line(row)}")
+        matrix.append(row)
+    if lora:
+        engine.set_weights(model.state)
+    return {"untrained": untrained, "matrix": matrix, "tasks": [len(ts.tasks) for ts in sets]}
+
+
+def run_continual(cfg, *, model=None, engine=None, log=print) -> dict:
+    """Train the stages in order (a finished stage is kept), evaluate the matrix, write
+    continual.json and continual.md under cfg.out_dir; returns the summary. model / engine:
+    ones already built (tests share them); else built from the config."""
+    from activemem_jax import build
+    from activemem_jax.rl.trainer import Trainer
+
+    base, stages = split_config(cfg)
+    configs = stage_configs(base, stages)
+    check_stage_data(configs, stages)
+    started = time.perf_counter()
+    own_engine = engine is None
+    model = model if model is not None else build.model(configs[0])
+    engine = engine if engine is not None else build.engine(configs[0], model)
+    trained = []
+    try:
+        for k, (c, s) in enumerate(zip(configs, stages)):
+            if final_step_saved(c):
+                log(f"stage {k} ({s['name']}): step {c.train.steps} saved in {c.out_dir}; not retrained")
+                trained.append(False)
+                continue
+            log(f"stage {k} ({s['name']}): {c.train.steps} steps on {s['data']['name']} in {c.out_dir}"
+                + (f", from {c.checkpoint.init_from}" if c.checkpoint.init_from else ""))
+            trainer = Trainer(c, model=model, engine=engine)
+            try:
+                trainer.train()
+            finally:
+                trainer.close()
+            trained.append(True)
+        scores = evaluate_matrix(configs, stages, model, engine, log)
+    finally:
+        if own_engine:
+            engine.close()
+    names = [s["name"] for s in stages]
+    summary = {"datasets": names, "families": [s["data"]["name"] for s in stages], "metric": METRIC,
+               "rows": [f"after {k} {n}" for k, n in enumerate(names)], **scores,
+               **figures(scores["matrix"], scores["untrained"]), "definitions": DEFINITIONS,
+               "stages": [{"name": s["name"], "dir": c.out_dir, "steps": c.train.steps,
+                           "sft_steps": c.train.sft_steps, "init_from": c.checkpoint.init_from,
+                           "trained_now": t} for s, c, t in zip(stages, configs, trained)],
+               "wall_s": round(time.perf_counter() - started, 1)}
+    os.makedirs(base.out_dir, exist_ok=True)
+    with open(os.path.join(base.out_dir, "continual.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(base.out_dir, "continual.md"), "w") as f:
+        f.write(markdown(summary))
+    return summary
+
+
+def main(argv):
+    del argv
+    import logging
+
+    from absl import logging as absl_logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    absl_logging.set_verbosity(absl_logging.INFO)
+    for noisy in ("absl", "orbax", "jax", "etils"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("activemem_jax").setLevel(logging.INFO)
+    from activemem_jax.config_files import config_errors, flag_value
+    from activemem_jax.rl import preemption
+
+    cfg = flag_value(_CONFIG)
+    preemption.install()  # SIGTERM / SIGINT: the stage saves its step; a rerun resumes it
+    try:
+        with config_errors():  # a bad stage, a missing file, a refused init_from: one line naming it
+            summary = run_continual(cfg)
+    except preemption.Preempted as e:
+        print(f"preempted: {e}; rerun the same command to resume (exit {preemption.EXIT_PREEMPTED})", file=sys.stderr)
+        sys.exit(preemption.EXIT_PREEMPTED)
+    print(markdown(summary))
+    print(f"wrote {os.path.join(cfg.out_dir, 'continual.json')} and continual.md")
+
+
+if __name__ == "__main__":
+    from activemem_jax.config_files import parse_flags
+
+    app.run(main, flags_parser=parse_flags)
