@@ -45,23 +45,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 
 from absl import app
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_continual_cpu.py", "continual config file")
+from launch import stage_runs
 
-STAGE_KEYS = ("name", "data", "eval", "steps", "sft_steps")
-METRIC = "em"
+METRIC = stage_runs.METRIC
 DEFINITIONS = {
     "matrix": "matrix[i][j]: held-out em on dataset j of the controller after stage i",
     "forgetting": "mean over j < L-1 of (max over j <= i < L-1 of matrix[i][j]) - matrix[L-1][j]",
     "forward_transfer": "mean over j >= 1 of matrix[j-1][j] - untrained[j] (the untrained controller, this launch)",
 }
-DATA_FILES = {"data": ("path", "qa_files", "corpus", "index", "queries"), "eval": ("path", "qa_files")}
 
 
 def split_config(cfg) -> tuple:
@@ -72,23 +69,9 @@ def split_config(cfg) -> tuple:
     if "stages" not in cfg or not cfg.stages:
         raise ConfigError("stages: the continual config needs a tuple of stages ({'name', 'data', 'steps', ...})")
     base = cfg.copy_and_resolve_references()
-    plain = lambda x: x.to_dict() if hasattr(x, "to_dict") else x  # noqa: E731
-    stages = [{k: plain(v) for k, v in plain(s).items()} for s in base.stages]
+    stages = stage_runs.checked_entries(base.stages, "stages", train=True)
     with base.unlocked():  # a config read by absl's flag is locked
         del base["stages"]
-    seen = set()
-    for k, s in enumerate(stages):
-        unknown = sorted(set(s) - set(STAGE_KEYS))
-        if unknown:
-            raise ConfigError(f"stages[{k}].{unknown[0]}: no such stage field (known: {', '.join(STAGE_KEYS)})")
-        name = s.get("name", "")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in seen:
-            raise ConfigError(f"stages[{k}].name={name!r}: a distinct name of letters, digits, '_', '.' or '-'")
-        seen.add(name)
-        if not isinstance(s.get("steps"), int) or s["steps"] < 1:
-            raise ConfigError(f"stages[{k}] ({name}).steps={s.get('steps')!r}: need an integer >= 1")
-        if not isinstance(s.get("data"), dict) or "name" not in s["data"]:
-            raise ConfigError(f"stages[{k}] ({name}).data: a dict of data section fields with the family's name")
     return base, stages
 
 
@@ -100,60 +83,15 @@ def stage_configs(base, stages: list) -> list:
     """Each stage's run config: the base with the stage's data / eval overrides, steps and
     sft_steps, its own out_dir, and checkpoint.init_from the previous stage's directory at
     its final step. Every one is checked (`schema.load`) before anything trains."""
-    from activemem_jax import schema
-
-    seeds = tuple(schema.part(base, "train").seeds)
-    if len(seeds) > 1:
-        raise schema.ConfigError(f"train.seeds={seeds}: a continual launch trains one controller; run one launch "
-                                 "per seed (--config.seed=k --config.out_dir=...)")
-    out = []
-    for k, s in enumerate(stages):
-        c = base.copy_and_resolve_references()
-        try:
-            c.data.update(s["data"])
-            c.eval.update(s.get("eval", {}))
-            c.train.update(steps=s["steps"], sft_steps=s.get("sft_steps", c.train.sft_steps), seeds=())
-        except (TypeError, KeyError, AttributeError) as e:
-            raise schema.ConfigError(f"stages[{k}] ({s['name']}): {e}") from None
-        c.out_dir = stage_dir(base.out_dir, k, s)
-        if k:
-            previous = stages[k - 1]
-            c.checkpoint.update(init_from=stage_dir(base.out_dir, k - 1, previous), init_step=previous["steps"])
-        try:
-            schema.load(c)
-        except schema.ConfigError as e:
-            raise schema.ConfigError(f"stages[{k}] ({s['name']}): {e}") from None
-        out.append(c)
-    return out
+    stage_runs.one_seed(base, "continual")
+    return [stage_runs.run_config(base, s, stage_dir(base.out_dir, k, s), f"stages[{k}] ({s['name']})",
+                                  init_from=(stage_dir(base.out_dir, k - 1, stages[k - 1]), stages[k - 1]["steps"])
+                                  if k else ())
+            for k, s in enumerate(stages)]
 
 
-def check_stage_data(configs: list, stages: list) -> None:
-    """Every data file a stage names exists; else one line naming the stage and the path."""
-    from activemem_jax import schema
-
-    for k, (c, s) in enumerate(zip(configs, stages)):
-        for section, fields in DATA_FILES.items():
-            part = schema.part(c, section)
-            for field in fields:
-                value = getattr(part, field)
-                for p in (value if isinstance(value, tuple) else (value,)):
-                    if p and "://" not in p and not os.path.exists(p):  # a URL is a server's
-                        raise FileNotFoundError(f"stage {k} ({s['name']}): {section}.{field}={p!r} does not exist; "
-                                                "put the file there or change the stage's data")
-
-
-def final_step_saved(cfg) -> bool:
-    """Whether the stage's run holds the checkpoint of its last step (read only)."""
-    from activemem_jax.rl.checkpoints import Checkpoints
-
-    directory = os.path.join(cfg.out_dir, "checkpoints")
-    if not os.path.isdir(directory):
-        return False
-    ckpt = Checkpoints(directory, async_save=False, read_only=True)
-    try:
-        return cfg.train.steps in ckpt.steps()
-    finally:
-        ckpt.close()
+def stage_labels(stages: list) -> list:
+    return [f"stage {k} ({s['name']})" for k, s in enumerate(stages)]
 
 
 def figures(matrix: list, untrained: list) -> dict:
@@ -183,75 +121,30 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def evaluate_matrix(configs: list, stages: list, model, engine, log=print) -> dict:
-    """The untrained row and M[i][j] (module doc), each cell the mean em of its rows."""
-    from activemem_jax import build, schema
-    from activemem_jax.rl.checkpoints import restore_policy
-    from launch.held_out import evaluate_held_out, held_out_set
-
-    runs = [schema.load(c) for c in configs]
-    sets = [held_out_set(r, model) for r in runs]
-    base = build.policy_config(runs[0])
-    lora = bool(runs[0].lora.rank)
-
-    def score(j: int, restore) -> float:
-        engine.clear_prefix_cache()
-        if lora:  # the backbone's own weights; restore_policy merges a trained run's LoRA
-            engine.set_weights(model.state)
-        rows = evaluate_held_out(model, engine, sets[j], runs[j], base, restore)
-        return sum(r[METRIC] for r in rows) / max(len(rows), 1)
-
-    line = lambda row: ", ".join(f"{s['name']} {v:.3f}" for s, v in zip(stages, row))  # noqa: E731
-    untrained = [score(j, None) for j in range(len(runs))]
-    log(f"untrained: {line(untrained)}")
-    matrix = []
-    for i, c in enumerate(configs):
-        directory, step = os.path.join(c.out_dir, "checkpoints"), c.train.steps
-        row = [score(j, lambda p, d=directory, s=step: restore_policy(d, p, step=s)) for j in range(len(runs))]
-        log(f"after stage {i} ({stages[i]['name']}): {line(row)}")
-        matrix.append(row)
-    if lora:
-        engine.set_weights(model.state)
-    return {"untrained": untrained, "matrix": matrix, "tasks": [len(ts.tasks) for ts in sets]}
-
-
 def run_continual(cfg, *, model=None, engine=None, log=print) -> dict:
     """Train the stages in order (a finished stage is kept), evaluate the matrix, write
     continual.json and continual.md under cfg.out_dir; returns the summary. model / engine:
     ones already built (tests share them); else built from the config."""
     from activemem_jax import build
-    from activemem_jax.rl.trainer import Trainer
 
     base, stages = split_config(cfg)
     configs = stage_configs(base, stages)
-    check_stage_data(configs, stages)
+    labels = stage_labels(stages)
+    stage_runs.check_data(configs, labels)
     started = time.perf_counter()
     own_engine = engine is None
     model = model if model is not None else build.model(configs[0])
     engine = engine if engine is not None else build.engine(configs[0], model)
-    trained = []
+    names = [s["name"] for s in stages]
+    rows = [f"after {k} {n}" for k, n in enumerate(names)]
     try:
-        for k, (c, s) in enumerate(zip(configs, stages)):
-            if final_step_saved(c):
-                log(f"stage {k} ({s['name']}): step {c.train.steps} saved in {c.out_dir}; not retrained")
-                trained.append(False)
-                continue
-            log(f"stage {k} ({s['name']}): {c.train.steps} steps on {s['data']['name']} in {c.out_dir}"
-                + (f", from {c.checkpoint.init_from}" if c.checkpoint.init_from else ""))
-            trainer = Trainer(c, model=model, engine=engine)
-            try:
-                trainer.train()
-            finally:
-                trainer.close()
-            trained.append(True)
-        scores = evaluate_matrix(configs, stages, model, engine, log)
+        trained = [stage_runs.train_unless_saved(c, label, model, engine, log) for c, label in zip(configs, labels)]
+        scores = stage_runs.score_matrix(configs, configs, names, rows, model, engine, log)
     finally:
         if own_engine:
             engine.close()
-    names = [s["name"] for s in stages]
     summary = {"datasets": names, "families": [s["data"]["name"] for s in stages], "metric": METRIC,
-               "rows": [f"after {k} {n}" for k, n in enumerate(names)], **scores,
-               **figures(scores["matrix"], scores["untrained"]), "definitions": DEFINITIONS,
+               "rows": rows, **scores, **figures(scores["matrix"], scores["untrained"]), "definitions": DEFINITIONS,
                "stages": [{"name": s["name"], "dir": c.out_dir, "steps": c.train.steps,
                            "sft_steps": c.train.sft_steps, "init_from": c.checkpoint.init_from,
                            "trained_now": t} for s, c, t in zip(stages, configs, trained)],
@@ -293,4 +186,7 @@ def main(argv):
 if __name__ == "__main__":
     from activemem_jax.config_files import parse_flags
 
+    # defined only when run, not on import: launch.continual and launch.generalize share
+    # pieces and their tests import both into one process (absl refuses a flag twice)
+    _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_continual_cpu.py", "continual config file")
     app.run(main, flags_parser=parse_flags)

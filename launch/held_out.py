@@ -1,6 +1,6 @@
 """The held-out evaluation of a registered task family, as launch.train scores it before
-and after training and launch.continual scores each stage's controller on each dataset
-(no flags here, so both launchers import it).
+and after training and launch.continual / launch.generalize (through launch.stage_runs)
+score each trained controller on each dataset (no flags here, so the launchers import it).
 
     ts = held_out_set(run, model)                            # the held-out TaskSet of a checked run config
     rows = evaluate_held_out(model, engine, ts, run, base)   # evaluate.evaluate's rows ("em", ...)

@@ -1,5 +1,8 @@
-"""The continual-learning launch (launch/continual.py): two tiny stages, the matrix, the
-figures, a rerun that retrains nothing, a missing file that stops before training."""
+"""The two launches built on launch/stage_runs.py, in one file so that one worker compiles
+their shared tiny shapes once: the continual-learning launch (launch/continual.py: two tiny
+stages, the matrix, the figures, a rerun that retrains nothing, a missing file that stops
+before training) and the generalization launch (launch/generalize.py: one tiny source
+scored on two targets, what it writes, a rerun, a missing target)."""
 
 import json
 import math
@@ -7,7 +10,7 @@ import os
 
 import pytest
 
-from launch import continual
+from launch import continual, generalize
 from tests.rl import train_config
 
 pytestmark = pytest.mark.slow
@@ -88,3 +91,49 @@ def test_the_figures_by_hand():
     # forward transfer: M[0][1] - U[1], M[1][2] - U[2]
     assert math.isclose(out["forward_transfer"], ((0.2 - 0.1) + (0.3 - 0.2)) / 2)
     assert continual.figures([[0.5]], [0.1])["forgetting"] is None
+
+
+# ---------------------------------------------------------------- launch.generalize
+def generalize_config(tmp_path, gsm8k_path):
+    cfg = train_config.get_config()
+    cfg.out_dir = str(tmp_path / "run")
+    cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
+    cfg.data.update(n_tasks=4, max_turns=1)
+    cfg.eval.update(n_tasks=4, n_objectives=(1,), turns_per_objective=1, extra_turns=0, max_turns_cap=1)
+    cfg.checkpoint.update(async_save=False)
+    cfg.log.tensorboard = False
+    aqua = write_jsonl(tmp_path / "aqua.jsonl", AQUA)
+    cfg.sources = ({"name": "aqua", "data": {"name": "aqua", "path": aqua}, "steps": 1, "sft_steps": 1},)  # SFT only
+    cfg.targets = ({"name": "aqua", "data": {"name": "aqua"}, "eval": {"path": aqua}},
+                   {"name": "gsm8k", "data": {"name": "gsm8k"}, "eval": {"path": gsm8k_path}})
+    return cfg
+
+
+def test_one_source_on_two_targets_and_a_rerun_retrains_nothing(tmp_path, tiny_model, tiny_engine):
+    cfg = generalize_config(tmp_path, write_jsonl(tmp_path / "gsm8k.jsonl", GSM8K))
+    summary = generalize.run_generalize(cfg, model=tiny_model, engine=tiny_engine, log=lambda line: None)
+    out = tmp_path / "run"
+    written = json.loads((out / "generalize.json").read_text())
+    assert written["sources"] == ["aqua"] and written["targets"] == ["aqua", "gsm8k"] and written["metric"] == "em"
+    assert written["tasks"] == [4, 4] and [r["trained_now"] for r in written["runs"]] == [True]
+    (row,), untrained, (gain,) = written["matrix"], written["untrained"], written["gain"]
+    assert len(row) == 2 and len(untrained) == 2 and all(0.0 <= v <= 1.0 for v in [*row, *untrained])
+    assert gain == pytest.approx([m - u for m, u in zip(row, untrained)])
+    table = (out / "generalize.md").read_text().splitlines()
+    assert "| controller | aqua | gsm8k |" in table
+    assert sum(line.startswith("| untrained |") for line in table) == 1
+    assert sum(line.startswith("| trained on aqua |") for line in table) == 2  # the em row and the gain row
+    png = (out / "generalize.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+    before = snapshot(out / "train_aqua")
+    again = generalize.run_generalize(cfg, model=tiny_model, engine=tiny_engine, log=lambda line: None)
+    assert [r["trained_now"] for r in again["runs"]] == [False]
+    assert snapshot(out / "train_aqua") == before
+    assert again["matrix"] == summary["matrix"]  # the same checkpoint, the same greedy evaluation
+
+
+def test_a_missing_target_file_stops_before_training(tmp_path, tiny_model, tiny_engine):
+    cfg = generalize_config(tmp_path, str(tmp_path / "missing" / "gsm8k.jsonl"))
+    with pytest.raises(FileNotFoundError, match=r"target gsm8k: eval.path='.*missing/gsm8k.jsonl' does not exist"):
+        generalize.run_generalize(cfg, model=tiny_model, engine=tiny_engine)
+    assert not (tmp_path / "run").exists()
