@@ -7,6 +7,9 @@ table9 (single-objective QA), synthetic (the embedded world), code (KodCode with
 humaneval (the shipped HumanEval problems), scienceworld, alfworld, textworld (embodied text worlds):
 `--config=<this file>:table9`;
 set --config.data.qa_files / --config.data.index (see configs/activemem_base.paper_data).
+Table 1 (configs/table1_datasets.py): `:<dataset>,sft` (ActiveMem_SFT) or `:<dataset>,grpo`
+(ActiveMem_GRPO, the default) for alfworld, scienceworld, triviaqa, popqa, kodcode, bigcodebench,
+gpqa, gsm8k, math, aqua; K via --config.policy.num_latents (default 4); docs/activemem.md, "Table 1".
 """
 
 from configs.activemem_base import base_config, paper_data
