@@ -210,6 +210,8 @@ class Train:
     tree_kl: float = 0.0          # GRPO: KL(tree head || the head GRPO started from, the SFT warm start's
                                   # end) on the steps where it chose, added to the tree term times this
     tree_coef: float = 1.0
+    advantage: str = "grpo"       # A_i: grpo (group-relative) | reinforce (R - batch mean) | reinforce_pp
+                                  # (REINFORCE++: (R - batch mean) / batch std over the step); rl/grpo.py
     lambda_h: float = 0.5         # the hierarchical advantage's node term (0: the plain group advantage)
     credit: str = "episode"       # GRPO: a scored turn's tokens (and sampled search) take the episode's
                                   # advantage | "turn": the group advantage of that turn's own reward
@@ -239,8 +241,15 @@ class Train:
               f"train.sft_rule_share={self.sft_rule_share}: the rule's share of the head's target, in [0, 1]")
         _need(self.agg in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
               f"train.agg={self.agg!r}: token-mean, seq-mean-token-mean or seq-mean-token-sum-norm")
-        _need(self.algo != "grpo" or self.group_size >= 2,
-              f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group)")
+        _need(self.advantage in ("grpo", "reinforce", "reinforce_pp"),
+              f"train.advantage={self.advantage!r}: grpo, reinforce or reinforce_pp")
+        _need(self.algo != "grpo" or self.advantage != "grpo" or self.group_size >= 2,
+              f"train.group_size={self.group_size}: GRPO needs >= 2 (advantages are relative to the group; "
+              f"train.advantage=reinforce or reinforce_pp take the batch's baseline instead)")
+        _need(self.advantage == "grpo" or (self.credit == "episode" and self.write_credit == "episode"),
+              f"train.advantage={self.advantage!r} with train.credit={self.credit!r}, train.write_credit="
+              f"{self.write_credit!r}: per-turn and to-go credit are group advantages that replace A_i; "
+              f"a batch-baseline advantage needs credit='episode' and write_credit='episode'")
         for name in ("key_coef", "key_tau", "search_coef", "clip_eps", "clip_eps_high", "beta", "tree_coef",
                      "lambda_h", "tree_kl"):
             _need(getattr(self, name) >= 0, f"train.{name}={getattr(self, name)}: need >= 0")
@@ -454,6 +463,7 @@ def part(cfg, name: str):
 EVAL_SECTIONS = {k: SECTIONS[k] for k in ("model", "mesh", "sharding", "engine", "data", "eval")}
 EVAL_TOP_LEVEL = {"seed": int, "out_dir": str, "variants": tuple, "temperature": float, "checkpoint": str}
 VARIANTS = ("activemem", "plain", "truncate")
+BASELINES = ("vanilla", "cot")  # Table 1's prompting baselines, on request (vanilla: an alias of plain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -469,6 +479,7 @@ class EvalRun:
     data: Data
     eval: Eval
     variants: tuple = VARIANTS    # activemem | plain (the frozen model, full history) | truncate (MEM1's context)
+                                  # | vanilla (= plain) | cot (plain + "Think step by step") (evaluate.py)
                                   # | an ablation that changes the policy (activemem/ablations.py: "w/o HLMT", ...)
     temperature: float = 0.01     # paper 6.1's evaluation temperature
     seed: int = 0
@@ -499,7 +510,7 @@ def load_eval(cfg) -> EvalRun:
     run = EvalRun(policy=_policy(cfg), **parts, **top)
     from activemem_jax.activemem.ablations import evaluation_ablations
 
-    known = (*VARIANTS, *evaluation_ablations())  # the no-memory baselines and the policy ablations
+    known = (*VARIANTS, *BASELINES, *evaluation_ablations())  # the no-memory baselines, the policy ablations
     bad = sorted(set(run.variants) - set(known))
     _need(run.variants and not bad, f"variants={run.variants}: choose from {known}")
     _need(run.temperature > 0, f"temperature={run.temperature}: need > 0 (0.01 is near greedy)")

@@ -8,6 +8,7 @@ overrides on the command line (or in a config):
   w/o tree action head        --config.policy.tree_actions=False
   w/o merge/delete            --config.policy.maintenance=False
   w/o hierarchical advantage  --config.train.lambda_h=0.0
+  REINFORCE / REINFORCE++     --config.train.advantage=reinforce (or reinforce_pp; rl/grpo.py)
   K in {2, 4, 8}              --config.policy.num_latents=8   (the paper configs: 4, table1_datasets.PAPER_K)
 Table 1 (paper_data): --config=configs/activemem_qwen3_8b.py:gsm8k,sft (ActiveMem_SFT) or :gsm8k,grpo
 (ActiveMem_GRPO, the default); the datasets, metrics and domains: configs/table1_datasets.py.

@@ -5,6 +5,10 @@ Variants (the ActiveMem paper's Table 7 rows on our stack):
 - `plain`: the frozen model with MEM1's prompt and the full history (K = 0, no tree).
 - `truncate`: the same prompt and rollout pipeline with MEM1's constant context
   (only the previous turn kept), K = 0, no tree.
+- `vanilla`: the paper's Table 1 "Vanilla" row, the frozen model prompted with the full
+  history and no memory: exactly `plain`, so an alias of it (rows keep the name asked for).
+- `cot`: `vanilla` with the chain-of-thought instruction `COT_INSTRUCTION` in the system
+  message (after the config's own system prompt, if it sets one).
 
     rows = evaluate(model, engine, retriever, base_config, variants, n_objectives, tasks_for_n)
     table = summarize(rows)     # {variant: {N: {em, f1, peak_tokens, ...}}}
@@ -26,21 +30,26 @@ VARIANTS = {
     "plain": dict(num_latents=0, use_tree=False, layout="full"),
     "truncate": dict(num_latents=0, use_tree=False, layout="constant"),
 }
+VARIANTS["vanilla"] = VARIANTS["plain"]  # Table 1's Vanilla: the frozen model, full history, no memory
+COT_INSTRUCTION = "Think step by step before you answer."
 METRICS = ("em", "f1", "peak_tokens", "task_tokens", "peak_beyond_task", "dependency_length", "time_s",
            "compile_s", "turns")
 
 
 def variant_config(base: PolicyConfig, variant: str) -> PolicyConfig:
-    """The policy an evaluation variant runs: activemem (the config's), plain, truncate
-    (the no-memory baselines), or an ablation of `activemem.ablations.ABLATIONS` that
-    changes the policy ("w/o HLMT", "flat tree", ...: the same table bench_memory trains)."""
+    """The policy an evaluation variant runs: activemem (the config's), plain (= vanilla),
+    truncate, cot (the no-memory baselines), or an ablation of `activemem.ablations.ABLATIONS`
+    that changes the policy ("w/o HLMT", "flat tree", ...: the same table bench_memory trains)."""
     from activemem_jax.activemem.ablations import evaluation_ablations, evaluation_overrides
 
+    if variant == "cot":  # the system message replaces the template's default, so "default" -> the instruction
+        own = "" if base.system_prompt == "default" else base.system_prompt.rstrip() + "\n\n"
+        return dataclasses.replace(base, **VARIANTS["vanilla"], system_prompt=own + COT_INSTRUCTION)
     if variant in VARIANTS:
         return dataclasses.replace(base, **VARIANTS[variant])
     if variant in evaluation_ablations():
         return dataclasses.replace(base, **evaluation_overrides(variant))
-    raise ValueError(f"variant {variant!r}: choose from {sorted(VARIANTS) + evaluation_ablations()}")
+    raise ValueError(f"variant {variant!r}: choose from {sorted([*VARIANTS, 'cot']) + evaluation_ablations()}")
 
 
 def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict:
@@ -350,9 +359,9 @@ def _sort_questions(trajectory, episode: int, seen: dict, asked: dict, leaves: d
         leaves.setdefault(leaf_origin(turns, t, step), []).append(em)
 
 
-__all__ = ["METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall", "evaluate_streams",
-           "question_kinds", "recall_verdict", "summarize", "task_tokens", "trajectory_row", "unit_scores",
-           "variant_config"]
+__all__ = ["COT_INSTRUCTION", "METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall",
+           "evaluate_streams", "question_kinds", "recall_verdict", "summarize", "task_tokens", "trajectory_row",
+           "unit_scores", "variant_config"]
 
 
 def recall_verdict(rows: dict, no_training) -> dict:

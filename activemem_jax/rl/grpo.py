@@ -2,6 +2,7 @@
 
     from activemem_jax.rl import grpo
     adv = grpo.group_advantages(rewards, group_size, eps=1e-6, normalize_std=True)  # [B*G]
+    adv = grpo.batch_advantages(rewards, "reinforce_pp", eps=1e-6)                   # [E]
     loss, metrics = grpo.policy_loss(logp, old_logp, advantages, mask, clip_eps=0.2,
                                      clip_eps_high=None, agg="token-mean", ref_logp=None, beta=0.0)
 
@@ -9,6 +10,12 @@ Conventions:
 - Rewards are laid out group by group: rows [g*G, (g+1)*G) are the G samples of prompt g.
 - std is the sample standard deviation (ddof = 1, as TRL and veRL compute it); a group
   of one, or whose rewards are all equal, gets zero advantage.
+- Advantage modes (`train.advantage`, `episode_advantages`): "grpo" is the group-relative
+  advantage above; "reinforce" is vanilla REINFORCE with a mean baseline, A_i = R_i -
+  mean_B R over all E episodes of the step (no std); "reinforce_pp" is REINFORCE++'s
+  global normalization, A_i = (R_i - mean_B R) / (std_B R + eps) with mean and sample std
+  over all E episodes of the step, not per group (no critic). A step of one episode, or of
+  equal rewards, gets zero advantage under both batch modes.
 - The clipped surrogate is PPO's: max(-A r, -A clip(r, 1 - eps, 1 + eps_high)) per token.
 - KL is k3: exp(ref - logp) - (ref - logp) - 1, added per token times beta.
 - Aggregations over the masked tokens of [B, T]:
@@ -48,6 +55,35 @@ def group_advantages(rewards, group_size: int, eps: float = 1e-6, normalize_std:
     if normalize_std:
         adv = adv / (std[:, None] + eps)
     return adv.reshape(-1)
+
+
+ADVANTAGES = ("grpo", "reinforce", "reinforce_pp")
+
+
+def batch_advantages(rewards, mode: str, eps: float = 1e-6):
+    """The batch-baseline advantages of REINFORCE and REINFORCE++ over all episodes of a
+    step (no groups): "reinforce": R_i - mean R; "reinforce_pp": (R_i - mean R) / (std R
+    + eps), std the sample std (ddof 1; 0 for a single episode). rewards [E] -> [E] float32."""
+    rewards = jnp.asarray(rewards, jnp.float32)
+    chex.assert_rank(rewards, 1, custom_message="rewards must be [E], one per episode")
+    if mode not in ("reinforce", "reinforce_pp"):
+        raise ValueError(f"batch_advantages: mode={mode!r}: reinforce or reinforce_pp")
+    adv = rewards - jnp.mean(rewards)
+    if mode == "reinforce":
+        return adv
+    n = rewards.shape[0]
+    std = jnp.sqrt(jnp.sum(adv ** 2) / (n - 1)) if n > 1 else jnp.zeros((), jnp.float32)
+    return adv / (std + eps)
+
+
+def episode_advantages(rewards, mode: str, group_size: int, eps: float = 1e-6):
+    """A_i of each episode under `train.advantage` (module doc): "grpo" the group
+    advantage, "reinforce" / "reinforce_pp" the batch-baseline one. rewards [E] -> [E]."""
+    if mode == "grpo":
+        return group_advantages(rewards, group_size, eps)
+    if mode in ADVANTAGES:
+        return batch_advantages(rewards, mode, eps)
+    raise ValueError(f"advantage={mode!r}: choose from {ADVANTAGES}")
 
 
 def _turn_grid(values, episode, turn, num_episodes: int, num_turns: int | None):
@@ -211,5 +247,5 @@ def tree_kl(tree_lp, ref_lp, mask):
     return jnp.sum(per_step * m) / jnp.maximum(jnp.sum(m), 1.0)
 
 
-__all__ = ["AGGREGATIONS", "aggregate", "group_advantages", "hierarchical_advantages", "policy_loss",
-           "to_go_advantages", "tree_kl", "tree_loss", "turn_advantages"]
+__all__ = ["ADVANTAGES", "AGGREGATIONS", "aggregate", "batch_advantages", "episode_advantages", "group_advantages",
+           "hierarchical_advantages", "policy_loss", "to_go_advantages", "tree_kl", "tree_loss", "turn_advantages"]

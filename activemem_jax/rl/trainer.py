@@ -338,15 +338,20 @@ class Trainer:
         identity (streams.credit_ids: snapshot slots, then one id per writing turn); with
         train.credit "turn" a scored turn's tokens and search take their own turn's group
         advantage; with train.write_credit "to_go" a write is credited with the answers
-        after it, plus the node term."""
+        after it, plus the node term. train.advantage "reinforce" / "reinforce_pp" swap A_i
+        for the batch-baseline advantage (rl/grpo.py: batch_advantages), the node term kept."""
         t = self.run.train
         trajs = result.trajectories
         paths = np.stack([s.credit_path for tr in trajs for s in tr.steps]).astype(np.int32)
         ids = self.policy.config.capacity + max(len(tr.steps) for tr in trajs)
         tree_adv = np.asarray(grpo.hierarchical_advantages(rewards, t.group_size, episode, paths, ids,
                                                            t.lambda_h, t.adv_eps))
-        adv_rows = tree_adv
         base = np.asarray(grpo.group_advantages(rewards, t.group_size, t.adv_eps))[episode]
+        if t.advantage != "grpo":  # REINFORCE(++): the batch baseline's A_i, the node term on top
+            batch = np.asarray(grpo.episode_advantages(rewards, t.advantage, t.group_size, t.adv_eps))[episode]
+            tree_adv = (tree_adv - base + batch).astype(np.float32)
+            base = batch
+        adv_rows = tree_adv
         steps = [s for tr in trajs for s in tr.steps]
         turn = np.asarray([j for tr in trajs for j in range(len(tr.steps))], np.int32)
         scored = np.asarray([s.scored for s in steps], bool)

@@ -1,5 +1,6 @@
 """The evaluation's bookkeeping: rows, summary, table, plot, variants (no model)."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -65,6 +66,29 @@ def test_variants():
     assert ev.variant_config(base, "w/o tree action head").tree_actions is False
     with pytest.raises(ValueError, match="variant 'SFT only'"):  # a training-only ablation evaluates as full
         ev.variant_config(base, "SFT only")
+
+
+def test_vanilla_and_cot_baselines():
+    base = PolicyConfig(num_latents=4)
+    plain = ev.variant_config(base, "plain")
+    assert ev.variant_config(base, "vanilla") == plain  # Table 1's Vanilla is the plain baseline
+    cot = ev.variant_config(base, "cot")
+    assert cot.system_prompt == "Think step by step before you answer." == ev.COT_INSTRUCTION
+    assert cot == dataclasses.replace(plain, system_prompt=ev.COT_INSTRUCTION)  # nothing else changes
+    assert (cot.num_latents, cot.use_tree, cot.layout) == (0, False, "full")
+    assert ev.variant_config(PolicyConfig(system_prompt="Be brief."), "cot").system_prompt == (
+        "Be brief.\n\nThink step by step before you answer.")  # after the config's own prompt
+    for name in ("activemem", "plain", "truncate"):  # the other variants keep the config's prompt
+        assert ev.variant_config(base, name).system_prompt == "default"
+
+
+def test_the_eval_schema_takes_the_baselines_on_request():
+    from activemem_jax import schema
+    from activemem_jax.config_files import load_config
+
+    cfg = load_config("configs/activemem_eval_synthetic.py", ["variants=('vanilla', 'cot')"])
+    assert schema.load_eval(cfg).variants == ("vanilla", "cot")
+    assert "cot" not in schema.EvalRun.__dataclass_fields__["variants"].default  # not run by default
 
 
 @pytest.mark.slow
