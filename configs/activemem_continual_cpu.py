@@ -31,9 +31,11 @@ from configs.activemem_base import base_config, policy_defaults
 ONE_TURN = {"n_objectives": (1,), "turns_per_objective": 1, "extra_turns": 0, "max_turns_cap": 1}
 
 
-def get_config():
+def stage_base(out_dir: str):
+    """What every stage, source and target shares (launch.generalize's config builds on it):
+    the model, one policy (the controller's shapes carry over between runs), sizes."""
     c = base_config()
-    c.out_dir = "runs/activemem_continual_cpu"
+    c.out_dir = out_dir
     c.model.update(dtype="auto", remat=True)
     c.engine.update(max_slots=8, max_len=1024)
     # one policy for every stage (the controller's shapes carry over): room for a program's reply
@@ -45,6 +47,11 @@ def get_config():
     c.optim.update(lr_controller=1e-3, warmup_steps=2)
     c.checkpoint.update(every=4, keep=2)
     c.eval.update(n_tasks=16, split="test", **ONE_TURN)
+    return c
+
+
+def get_config():
+    c = stage_base("runs/activemem_continual_cpu")
     c.stages = (
         {"name": "aqua", "data": {"name": "aqua", "path": "data/aqua/train.json"},
          "eval": {"path": "data/aqua/test.json"}, "steps": 8, "sft_steps": 6},

@@ -27,25 +27,11 @@ target); the 135M model is not expected to solve these tasks, so the matrix show
 pipeline, not the paper's figures.
 """
 
-from configs.activemem_base import base_config, policy_defaults
-
-ONE_TURN = {"n_objectives": (1,), "turns_per_objective": 1, "extra_turns": 0, "max_turns_cap": 1}
+from configs.activemem_continual_cpu import stage_base
 
 
 def get_config():
-    c = base_config()
-    c.out_dir = "runs/activemem_generalize_cpu"
-    c.model.update(dtype="auto", remat=True)
-    c.engine.update(max_slots=8, max_len=1024)
-    # one policy for every source and target: room for a program's reply
-    c.policy = policy_defaults(num_latents=1, capacity=256, max_depth=4, max_ops=8, max_tokens=192, hidden=256,
-                               latent_init_std=0.02, temperature=1.0, layout="observation",
-                               tree_scope="persistent", system_prompt="")
-    c.data.update(n_tasks=64, max_turns=1, sandbox={"cpu_s": 5.0, "wall_s": 10.0, "memory_mb": 512})
-    c.train.update(group_size=4, prompts_per_step=2, mini_batch_rows=8, micro_batch_rows=2)
-    c.optim.update(lr_controller=1e-3, warmup_steps=2)
-    c.checkpoint.update(every=4, keep=2)
-    c.eval.update(n_tasks=16, split="test", **ONE_TURN)
+    c = stage_base("runs/activemem_generalize_cpu")
     c.sources = (
         {"name": "gsm8k", "data": {"name": "gsm8k", "path": "data/gsm8k/train.jsonl"}, "steps": 8, "sft_steps": 6},
         {"name": "aqua", "data": {"name": "aqua", "path": "data/aqua/train.json"}, "steps": 8, "sft_steps": 6},

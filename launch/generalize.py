@@ -33,11 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
-
-from absl import app
-from ml_collections import config_flags
 
 from launch import stage_runs
 
@@ -164,36 +160,5 @@ def run_generalize(cfg, *, model=None, engine=None, log=print) -> dict:
     return summary
 
 
-def main(argv):
-    del argv
-    import logging
-
-    from absl import logging as absl_logging
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    absl_logging.set_verbosity(absl_logging.INFO)
-    for noisy in ("absl", "orbax", "jax", "etils", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("activemem_jax").setLevel(logging.INFO)
-    from activemem_jax.config_files import config_errors, flag_value
-    from activemem_jax.rl import preemption
-
-    cfg = flag_value(_CONFIG)
-    preemption.install()  # SIGTERM / SIGINT: the source saves its step; a rerun resumes it
-    try:
-        with config_errors():  # a bad source or target, a missing file: one line naming it
-            summary = run_generalize(cfg)
-    except preemption.Preempted as e:
-        print(f"preempted: {e}; rerun the same command to resume (exit {preemption.EXIT_PREEMPTED})", file=sys.stderr)
-        sys.exit(preemption.EXIT_PREEMPTED)
-    print(markdown(summary))
-    print(f"wrote {os.path.join(cfg.out_dir, 'generalize.json')}, generalize.md and generalize.png")
-
-
 if __name__ == "__main__":
-    from activemem_jax.config_files import parse_flags
-
-    # defined only when run, not on import: launch.continual and launch.generalize share
-    # pieces and their tests import both into one process (absl refuses a flag twice)
-    _CONFIG = config_flags.DEFINE_config_file("config", "configs/activemem_generalize_cpu.py", "generalization config")
-    app.run(main, flags_parser=parse_flags)
+    stage_runs.cli(run_generalize, markdown, "configs/activemem_generalize_cpu.py", "generalize.json, generalize.md and generalize.png")

@@ -168,3 +168,44 @@ def score_matrix(trained: list, targets: list, names: list, rows: list, model, e
 
 __all__ = ["METRIC", "check_data", "checked_entries", "final_step_saved", "one_seed", "run_config",
            "score_matrix", "train_unless_saved"]
+
+
+def cli(run, markdown, default_config: str, written: str):
+    """The command line of a launch built on these pieces (launch.continual,
+    launch.generalize): `--config` (default `default_config`), INFO logs, a config error as
+    one line, a preemption saved and named with its exit code, the Markdown table printed
+    and `written` (the files, under out_dir) named. The flag is defined here, when run, not
+    on import: both launches' tests import both modules into one process (absl refuses a
+    flag defined twice)."""
+    import logging
+    import sys
+
+    from absl import app
+    from absl import logging as absl_logging
+    from ml_collections import config_flags
+
+    from activemem_jax.config_files import config_errors, flag_value, parse_flags
+    from activemem_jax.rl import preemption
+
+    flag = config_flags.DEFINE_config_file("config", default_config, "the launch's config file")
+
+    def main(argv):
+        del argv
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+        absl_logging.set_verbosity(absl_logging.INFO)
+        for noisy in ("absl", "orbax", "jax", "etils", "matplotlib"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        logging.getLogger("activemem_jax").setLevel(logging.INFO)
+        cfg = flag_value(flag)
+        preemption.install()  # SIGTERM / SIGINT: the run in progress saves its step; a rerun resumes it
+        try:
+            with config_errors():  # a bad entry, a missing file, a refused init_from: one line naming it
+                summary = run(cfg)
+        except preemption.Preempted as e:
+            print(f"preempted: {e}; rerun the same command to resume (exit {preemption.EXIT_PREEMPTED})",
+                  file=sys.stderr)
+            sys.exit(preemption.EXIT_PREEMPTED)
+        print(markdown(summary))
+        print(f"wrote {written} under {cfg.out_dir}")
+
+    app.run(main, flags_parser=parse_flags)

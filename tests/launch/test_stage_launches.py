@@ -26,7 +26,8 @@ def write_jsonl(path, rows):
     return str(path)
 
 
-def config(tmp_path, gsm8k_path):
+def tiny_run(tmp_path):
+    """The run both launches' tests share: the tiny model's train config, one-turn tasks."""
     cfg = train_config.get_config()
     cfg.out_dir = str(tmp_path / "run")
     cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
@@ -34,6 +35,11 @@ def config(tmp_path, gsm8k_path):
     cfg.eval.update(n_tasks=4, n_objectives=(1,), turns_per_objective=1, extra_turns=0, max_turns_cap=1)
     cfg.checkpoint.update(async_save=False)
     cfg.log.tensorboard = False
+    return cfg
+
+
+def config(tmp_path, gsm8k_path):
+    cfg = tiny_run(tmp_path)
     cfg.stages = ({"name": "aqua", "data": {"name": "aqua", "path": write_jsonl(tmp_path / "aqua.jsonl", AQUA)},
                    "steps": 1, "sft_steps": 1},  # an SFT step (AQuA's rationale), then a GRPO step from it
                   {"name": "gsm8k", "data": {"name": "gsm8k", "path": gsm8k_path}, "steps": 1, "sft_steps": 0})
@@ -95,13 +101,7 @@ def test_the_figures_by_hand():
 
 # ---------------------------------------------------------------- launch.generalize
 def generalize_config(tmp_path, gsm8k_path):
-    cfg = train_config.get_config()
-    cfg.out_dir = str(tmp_path / "run")
-    cfg.train.update(prompts_per_step=2, group_size=2, mini_batch_rows=8)
-    cfg.data.update(n_tasks=4, max_turns=1)
-    cfg.eval.update(n_tasks=4, n_objectives=(1,), turns_per_objective=1, extra_turns=0, max_turns_cap=1)
-    cfg.checkpoint.update(async_save=False)
-    cfg.log.tensorboard = False
+    cfg = tiny_run(tmp_path)
     aqua = write_jsonl(tmp_path / "aqua.jsonl", AQUA)
     cfg.sources = ({"name": "aqua", "data": {"name": "aqua", "path": aqua}, "steps": 1, "sft_steps": 1},)  # SFT only
     cfg.targets = ({"name": "aqua", "data": {"name": "aqua"}, "eval": {"path": aqua}},
