@@ -5,6 +5,9 @@ dataset's held-out file (a 4 x 4 matrix, forgetting and forward transfer: launch
 
     python -m launch.continual --config configs/activemem_continual_cpu.py
 
+Without the datasets, `python -m launch.write_practice_data --out data` writes small
+practice files at these paths (templated items in each dataset's format).
+
 The files are the user's, under data/ (a stage whose file is missing stops the launch
 before anything trains, naming the stage and the path):
 

@@ -6,6 +6,9 @@ launch/generalize.py).
 
     python -m launch.generalize --config configs/activemem_generalize_cpu.py
 
+Without the datasets, `python -m launch.write_practice_data --out data` writes small
+practice files at these paths (templated items in each dataset's format).
+
 The files are the user's, under data/ (a source or target whose file is missing stops the
 launch before anything trains, naming it and the path):
 

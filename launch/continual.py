@@ -54,6 +54,8 @@ DEFINITIONS = {
     "matrix": "matrix[i][j]: held-out em on dataset j of the controller after stage i",
     "forgetting": "mean over j < L-1 of (max over j <= i < L-1 of matrix[i][j]) - matrix[L-1][j]",
     "forward_transfer": "mean over j >= 1 of matrix[j-1][j] - untrained[j] (the untrained controller, this launch)",
+    "baselines": "baselines[rule][j]: held-out em on dataset j of a rule that needs no learning, on the same tasks "
+                 "(the family's baselines; None where it has none)",
 }
 
 
@@ -109,6 +111,7 @@ def markdown(summary: dict) -> str:
     lines = [f"Held-out {summary['metric']} (rows: the controller after each stage; columns: the dataset)", "",
              "| controller | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|",
              "| untrained | " + " | ".join(fmt(v) for v in summary["untrained"]) + " |"]
+    lines += stage_runs.rule_lines(summary, lambda label, vals: f"| {label} | " + " | ".join(fmt(v) for v in vals) + " |")
     lines += [f"| {row} | " + " | ".join(fmt(v) for v in vals) + " |"
               for row, vals in zip(summary["rows"], summary["matrix"])]
     lines += ["", f"Forgetting {fmt(summary['forgetting'])}: {DEFINITIONS['forgetting']}.",

@@ -8,7 +8,8 @@ single_qa, gsm8k, math, ...).
     python -m launch.eval_activemem --config configs/activemem_eval_qa.py \
         --config.data.qa_files="('data/hotpotqa/dev.jsonl',)" --config.data.index=indexes/wiki18
 
-Writes under config.out_dir: trajectories.jsonl (one row per trajectory), summary.json,
+Writes under config.out_dir: trajectories.jsonl (one row per trajectory), summary.json (its
+"baselines": the family's rules that need no learning on the same tasks, where it has any),
 summary.md (the table printed at the end) and peak_tokens_vs_n.png.
 """
 
@@ -65,8 +66,13 @@ def run(cfg) -> dict:
                            temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env)
     out.close()
     summary = ev.summarize(rows)
+    written = {v: {str(n): s for n, s in by_n.items()} for v, by_n in summary.items()}
+    if ts.baselines is not None:  # the rules that need no learning, on the same tasks
+        written["baselines"] = {k: v for k, v in ts.baselines(ts.tasks).items() if k != "units"}
+        print("baselines on the same tasks: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                                         for k, v in written["baselines"].items()))
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
-        json.dump({v: {str(n): s for n, s in by_n.items()} for v, by_n in summary.items()}, f, indent=1)
+        json.dump(written, f, indent=1)
     table = report.format_table(summary)
     with open(os.path.join(cfg.out_dir, "summary.md"), "w") as f:
         f.write(table + "\n")

@@ -42,6 +42,8 @@ DEFINITIONS = {
     "matrix": "matrix[i][j]: held-out em on target j of the controller trained on source i",
     "untrained": "untrained[j]: held-out em on target j of the untrained controller (init seed `seed`)",
     "gain": "gain[i][j] = matrix[i][j] - untrained[j]",
+    "baselines": "baselines[rule][j]: held-out em on target j of a rule that needs no learning, on the same tasks "
+                 "(the family's baselines; None where it has none)",
 }
 
 
@@ -88,6 +90,7 @@ def markdown(summary: dict) -> str:
     em, gain = (lambda v: f"{v:.3f}"), (lambda v: f"{v:+.3f}")
     lines = [f"Held-out {summary['metric']} (rows: the controller, trained on one source; columns: the target)", "",
              *head, row("untrained", summary["untrained"], em)]
+    lines += stage_runs.rule_lines(summary, lambda label, vals: row(label, vals, lambda v: "-" if v is None else em(v)))
     lines += [row(f"trained on {s}", vals, em) for s, vals in zip(summary["sources"], summary["matrix"])]
     lines += ["", f"Gain over the untrained controller ({DEFINITIONS['gain']})", "", *head]
     lines += [row(f"trained on {s}", vals, gain) for s, vals in zip(summary["sources"], summary["gain"])]

@@ -8,6 +8,7 @@ so both launchers import it.
     check_data([c], ["stage 0 (aqua)"])                             # every file it names exists
     trained_now = train_unless_saved(c, "stage 0 (aqua)", model, engine, log)
     scores = score_matrix([c], targets, names, ["after 0 aqua"], model, engine, log)
+    # scores: untrained, matrix, tasks, and baselines (the rules that need no learning)
 
 An entry is a dict {"name", "data": {...data section overrides...}, "eval": {...eval
 section overrides...}, "steps", "sft_steps"} (eval and sft_steps optional; steps only for
@@ -163,11 +164,28 @@ def score_matrix(trained: list, targets: list, names: list, rows: list, model, e
         matrix.append(row)
     if lora:
         engine.set_weights(model.state)
-    return {"untrained": untrained, "matrix": matrix, "tasks": [len(ts.tasks) for ts in sets]}
+    return {"untrained": untrained, "matrix": matrix, "tasks": [len(ts.tasks) for ts in sets],
+            "baselines": rule_scores(sets)}
 
 
-__all__ = ["METRIC", "check_data", "checked_entries", "final_step_saved", "one_seed", "run_config",
-           "score_matrix", "train_unless_saved"]
+def rule_scores(sets: list) -> dict:
+    """{rule: [its held-out score on each target, None where that family has no such rule]}:
+    the rules that need no learning (a TaskSet's `baselines`), on the very tasks the
+    controllers are scored on; {} when no target's family has any."""
+    per_target = [{k: v for k, v in ts.baselines(ts.tasks).items() if isinstance(v, float)}
+                  if ts.baselines is not None else {} for ts in sets]
+    rules = list(dict.fromkeys(k for rules in per_target for k in rules))
+    return {rule: [rules.get(rule) for rules in per_target] for rule in rules}
+
+
+def rule_lines(summary: dict, row) -> list:
+    """Markdown table lines `row(label, values)` of the summary's rules (rule_scores), one a
+    rule, labelled "rule: <name>"."""
+    return [row(f"rule: {rule}", values) for rule, values in (summary.get("baselines") or {}).items()]
+
+
+__all__ = ["METRIC", "check_data", "checked_entries", "final_step_saved", "one_seed", "rule_lines", "rule_scores",
+           "run_config", "score_matrix", "train_unless_saved"]
 
 
 def cli(run, markdown, default_config: str, written: str):

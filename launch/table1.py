@@ -34,7 +34,8 @@ class Table1Error(ValueError):
 
 
 def seed_score(path: str) -> tuple:
-    """(seed or None, held-out score, commit or None) of one summary.json (module doc)."""
+    """(seed or None, held-out score, commit or None, {rule: score} of the rules that need
+    no learning on the same tasks, {} where the run has none) of one summary.json (module doc)."""
     try:
         with open(path) as f:
             summary = json.load(f)
@@ -50,15 +51,16 @@ def seed_score(path: str) -> tuple:
         runs = summary.get("runs") or [{}]
         seed = runs[0].get("seed", seed)  # launch.train evaluates its first seed
         commit = (summary.get("provenance") or {}).get("commit")
+        rules = (summary.get("eval") or {}).get("baselines") or {}
     elif "activemem" in summary:  # launch.eval_activemem
-        after, commit = summary["activemem"], None
+        after, commit, rules = summary["activemem"], None, summary.get("baselines") or {}
     else:
         raise Table1Error(f"{path}: neither launch.train's summary (an 'eval' key) nor "
                           "launch.eval_activemem's (an 'activemem' key)")
     by_n = after.get("1") if "1" in after else (next(iter(after.values())) if len(after) == 1 else None)
     if not isinstance(by_n, dict) or "em" not in by_n:
         raise Table1Error(f"{path}: the after row has no N=1 score 'em' (found N = {sorted(after)})")
-    return seed, float(by_n["em"]), commit
+    return seed, float(by_n["em"]), commit, {k: float(v) for k, v in rules.items() if isinstance(v, (int, float))}
 
 
 def build_row(run: str, dataset: str, backbone: str, method: str, k) -> dict:
@@ -75,9 +77,10 @@ def build_row(run: str, dataset: str, backbone: str, method: str, k) -> dict:
     if not paths:
         raise Table1Error(f"run {run}: no summary.json in it or in a seed_<k>/ folder under it "
                           "(launch.train writes it at the end of a run)")
-    per_seed, commits = {}, set()
+    per_seed, commits, baselines = {}, set(), {}
     for p in paths:
-        seed, value, commit = seed_score(p)
+        seed, value, commit, rules = seed_score(p)
+        baselines = baselines or rules  # the tasks are the eval section's, the same for every seed
         key = str(seed) if seed is not None else "-"
         if key in per_seed:
             raise Table1Error(f"{p}: seed {key} is scored twice under {run}")
@@ -87,7 +90,7 @@ def build_row(run: str, dataset: str, backbone: str, method: str, k) -> dict:
     commits.discard(None)
     return {"dataset": dataset, "domain": domain, "metric": metric, "family": family, "backbone": backbone,
             "method": method, "k": k, "value": sum(values) / len(values), "per_seed": per_seed,
-            "seeds": len(values), "run": run, "commit": sorted(commits)[0] if len(commits) == 1 else sorted(commits) or None}
+            "seeds": len(values), "baselines": baselines, "run": run, "commit": sorted(commits)[0] if len(commits) == 1 else sorted(commits) or None}
 
 
 def row_file(row: dict, out: str) -> str:
@@ -113,24 +116,29 @@ def read_rows(rows_dir: str) -> list:
 def format_table(rows: list) -> str:
     """Markdown: a line per (backbone, method, K), a column per dataset grouped by domain."""
     columns = [d for domain in DOMAINS for d, (_, _, dom) in TABLE1.items() if dom == domain]
-    cells, seen = {}, {}
+    cells, seen, rules = {}, {}, {}
     for r in rows:
         line, key = (r["backbone"], r["method"], r["k"]), (r["backbone"], r["method"], r["k"], r["dataset"])
         if key in seen:
             raise Table1Error(f"{r['_file']}: {r['dataset']} of {line} is also in {seen[key]}")
         seen[key] = r.get("_file", "?")
         cells.setdefault(line, {})[r["dataset"]] = f"{r['value']:.3f} ({r['seeds']})"
+        for rule, value in (r.get("baselines") or {}).items():  # a rule's line: the first row's value a dataset
+            rules.setdefault(rule, {}).setdefault(r["dataset"], f"{value:.3f}")
     order = {b: i for i, b in enumerate(BACKBONES)}
     method = {m: i for i, m in enumerate(RECIPES.values())}
     lines = sorted(cells, key=lambda t: (order.get(t[0], len(order)), t[0], method.get(t[1], 9), t[1], str(t[2])))
     groups = " | ".join(f"{dom}: " + ", ".join(d for d in columns if TABLE1[d][2] == dom) for dom in DOMAINS)
     metrics = ", ".join(f"{d} {TABLE1[d][1]}" for d in columns)
-    out = [f"Domains: {groups}.", f"Metrics: {metrics}. A cell: value (seeds); -: no row.", "",
+    out = [f"Domains: {groups}.", f"Metrics: {metrics}. A cell: value (seeds); -: no row. A rule's line: a rule "
+           "that needs no learning, scored on a run's held-out tasks (the first row's run for that dataset).", "",
            "| backbone | method | K | " + " | ".join(columns) + " |",
            "|---|---|---|" + "---|" * len(columns)]
     for line in lines:
         out.append(f"| {line[0]} | {line[1]} | {line[2]} | "
                    + " | ".join(cells[line].get(d, "-") for d in columns) + " |")
+    for rule, by_dataset in rules.items():
+        out.append(f"| - | rule: {rule} | - | " + " | ".join(by_dataset.get(d, "-") for d in columns) + " |")
     return "\n".join(out) + "\n"
 
 

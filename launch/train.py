@@ -188,7 +188,8 @@ def main(argv):
                 rules = ts.baselines(ts.tasks)
                 summary["eval"]["baselines"] = {k: v for k, v in rules.items() if k != "units"}
                 print(f"baselines on the same {len(ts.tasks)} tasks, scored as the environment scores them: "
-                      + ", ".join(f"{k} {v:.3f}" for k, v in summary["eval"]["baselines"].items()))
+                      + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in summary["eval"]["baselines"].items()))
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

@@ -96,9 +96,26 @@ class ChoiceEnv:
         return [""] * len(self.tasks), rewards, [True] * len(self.tasks), infos
 
 
+def choice_baselines(tasks: Sequence[dict]) -> dict:
+    """The rules that need no learning, on `tasks`, scored as the environment scores them:
+    {"chance": the expected accuracy of a uniformly random letter (1 / options, exact, not
+    sampled), "first": always "A", "majority": always the gold letter most frequent on these
+    very tasks (chosen with their answers: the ceiling of every constant-letter rule, ties to
+    the earlier letter), "units": {rule: {task id: score}}}."""
+    golds = [t["gold"] for t in tasks]
+    top = max(sorted(set(golds)), key=golds.count) if golds else "A"
+    units: dict = {"chance": {}, "first": {}, "majority": {}}
+    for t in tasks:
+        units["chance"][t["id"]] = 1.0 / max(len(t["options"]), 1)
+        units["first"][t["id"]] = float(t["gold"] == "A")
+        units["majority"][t["id"]] = float(t["gold"] == top)
+    n = max(len(tasks), 1)
+    return {**{rule: sum(u.values()) / n for rule, u in units.items()}, "majority_letter": top, "units": units}
+
+
 def choice_score(task: dict, answer: str) -> float:
     """A final answer's score (TaskSet.score): 1 when its letter (parse_choice) is the gold one."""
     return float(parse_choice(answer, len(task["options"])) == task["gold"])
 
 
-__all__ = ["ChoiceEnv", "PROMPT", "choice_score", "format_options", "option_letters", "parse_choice"]
+__all__ = ["ChoiceEnv", "PROMPT", "choice_baselines", "choice_score", "format_options", "option_letters", "parse_choice"]

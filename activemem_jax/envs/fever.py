@@ -127,6 +127,30 @@ class FeverEnv(MultiObjectiveQAEnv):
                 "pages": pages, "fever_score": fever_score(label, ep.task["label"], pages, ep.task.get("evidence", []))}
 
 
+def fever_baselines(tasks: Sequence[dict]) -> dict:
+    """The rules that need no learning, on `tasks`: {"chance": 1/3 (a uniformly random
+    label, expected), "majority": always the label most frequent on these very tasks (the
+    ceiling of every constant-label rule, ties in LABELS order), "nei": always NOT ENOUGH
+    INFO, "majority_fever_score" / "nei_fever_score": their FEVER score (no page retrieved:
+    only NOT ENOUGH INFO claims can count; None where no task is scored), "units": {rule:
+    {task id: label accuracy}}}."""
+    labels = [t["label"] for t in tasks]
+    top = max(LABELS, key=labels.count) if labels else LABELS[0]
+    units: dict = {"chance": {}, "majority": {}, "nei": {}}
+    fever: dict = {"majority": [], "nei": []}
+    for t in tasks:
+        units["chance"][t["id"]] = 1.0 / len(LABELS)
+        for rule, label in (("majority", top), ("nei", "NOT ENOUGH INFO")):
+            units[rule][t["id"]] = float(t["label"] == label)
+            score = fever_score(label, t["label"], [], t.get("evidence", []))
+            if score is not None:
+                fever[rule].append(score)
+    n = max(len(tasks), 1)
+    out = {rule: sum(u.values()) / n for rule, u in units.items()}
+    out.update({f"{rule}_fever_score": sum(v) / len(v) if v else None for rule, v in fever.items()})
+    return {**out, "majority_label": top, "units": units}
+
+
 def fever_summary(infos: Sequence[dict]) -> dict:
     """Label accuracy over the episodes' infos, and the FEVER score over those that have one."""
     scored = [i["fever_score"] for i in infos if i.get("fever_score") is not None]
@@ -135,5 +159,5 @@ def fever_summary(infos: Sequence[dict]) -> dict:
             "fever_score": sum(scored) / len(scored) if scored else None, "fever_scored": len(scored)}
 
 
-__all__ = ["FeverEnv", "LABELS", "PROMPT", "fever_score", "fever_summary", "page_key", "parse_label",
+__all__ = ["FeverEnv", "LABELS", "PROMPT", "fever_baselines", "fever_score", "fever_summary", "page_key", "parse_label",
            "predicted_pages"]

@@ -68,6 +68,11 @@ def test_two_stages_give_the_matrix_and_a_rerun_retrains_nothing(tmp_path, tiny_
     table = (out / "continual.md").read_text()
     assert "| controller | aqua | gsm8k |" in table and "| untrained |" in table and "| after 1 gsm8k |" in table
     assert "Forgetting" in table and "Forward transfer" in table
+    # the rules that need no learning on the same tasks: aqua's golds are all C (chance 1/5, majority 1,
+    # always-A 0); gsm8k's family has none here
+    assert written["baselines"]["chance"] == [pytest.approx(0.2), None]
+    assert written["baselines"]["majority"] == [1.0, None] and written["baselines"]["first"] == [0.0, None]
+    assert "| rule: chance | 0.200 | - |" in table and "| rule: majority | 1.000 | - |" in table
     stage0, stage1 = (str(out / "stage_0_aqua"), str(out / "stage_1_gsm8k"))
     assert [s["trained_now"] for s in summary["stages"]] == [True, True]
     ckpt = Checkpoints(os.path.join(stage1, "checkpoints"), read_only=True)
@@ -123,6 +128,7 @@ def test_one_source_on_two_targets_and_a_rerun_retrains_nothing(tmp_path, tiny_m
     assert "| controller | aqua | gsm8k |" in table
     assert sum(line.startswith("| untrained |") for line in table) == 1
     assert sum(line.startswith("| trained on aqua |") for line in table) == 2  # the em row and the gain row
+    assert "| rule: chance | 0.200 | - |" in table and written["baselines"]["majority"] == [1.0, None]
     png = (out / "generalize.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
     before = snapshot(out / "train_aqua")

@@ -24,13 +24,14 @@ def stats(em: float) -> dict:
             "dependency_length": 3.0, "time_s": 1.2, "compile_s": 0.0, "turns": 1.0, "peak_tokens_max": 1200}
 
 
-def train_summary(seed: int, before: float, after: float) -> dict:
+def train_summary(seed: int, before: float, after: float, rules=None) -> dict:
     """launch.train's summary.json (launch/train.py main): runs, steps, final, checkpoints,
     eval {variant: {str(N): stats}, baselines}, provenance."""
     final = {"step": 500, "reward_mean": 0.4}
     return {"runs": [{"seed": seed, "steps": 500, "final": final, "checkpoints": "runs/x/checkpoints"}],
             "steps": 500, "final": final, "checkpoints": "runs/x/checkpoints",
-            "eval": {"before": {"1": stats(before)}, "after": {"1": stats(after)}, "baselines": {"empty": 0.0}},
+            "eval": {"before": {"1": stats(before)}, "after": {"1": stats(after)},
+                     "baselines": rules if rules is not None else {"empty": 0.0}},
             "provenance": {"commit": "abc123", "dirty": False, "command": "python -m launch.train", "date": "2026-01-01",
                            "machine": "test", "wall_s": 10.0}}
 
@@ -110,7 +111,8 @@ def test_rows_average_the_seeds_and_the_merge_leaves_missing_cells_empty(tmp_pat
     assert (row["dataset"], row["domain"], row["metric"], row["k"], row["commit"], row["run"]) == \
         ("gsm8k", "math", "accuracy", 4, "abc123", str(run))
     # one multi-seed launch: the summary at the top, its first seed evaluated
-    write(tmp_path / "runs" / "gpqa_sft", train_summary(3, before=0.2, after=0.25))
+    write(tmp_path / "runs" / "gpqa_sft", train_summary(3, before=0.2, after=0.25,
+                                                       rules={"chance": 0.25, "majority": 0.4, "majority_letter": "B"}))
     table1.main(["row", "--run", str(tmp_path / "runs" / "gpqa_sft"), "--dataset", "gpqa", "--backbone", "Qwen3-8B",
                  "--method", "ActiveMem_SFT", "--k", "8", "--out", str(rows)])
     # launch.eval_activemem's summary (PopQA on the TriviaQA controller)
@@ -126,8 +128,16 @@ def test_rows_average_the_seeds_and_the_merge_leaves_missing_cells_empty(tmp_pat
     assert header == ["alfworld", "scienceworld", "triviaqa", "popqa", "kodcode", "bigcodebench", "gpqa", "gsm8k",
                       "math", "aqua"]  # grouped by domain
     cell = lambda line, d: lines[line][header.index(d)]  # noqa: E731
+    rules = {line[1]: cells for line, cells in lines.items() if line[1].startswith("rule: ")}
+    lines = {line: cells for line, cells in lines.items() if not line[1].startswith("rule: ")}
     assert list(lines) == [("SmolLM3-3B", "ActiveMem_GRPO", "4"), ("Qwen3-8B", "ActiveMem_SFT", "8"),
                            ("Qwen3-8B", "ActiveMem_GRPO", "4")]  # Table 1's backbones, SFT before GRPO
+    # the rules that need no learning, from the rows' runs (numbers only; a dataset without them: -)
+    assert set(rules) == {"rule: empty", "rule: chance", "rule: majority"}
+    assert rules["rule: empty"][header.index("gsm8k")] == "0.000" and rules["rule: empty"][header.index("gpqa")] == "-"
+    assert rules["rule: chance"][header.index("gpqa")] == "0.250" and rules["rule: majority"][header.index("gpqa")] == "0.400"
+    assert sum(c != "-" for cells in rules.values() for c in cells) == 3
+    assert json.load(open(rows / "Qwen3-8B_ActiveMem_SFT_k8_gpqa.json"))["baselines"] == {"chance": 0.25, "majority": 0.4}
     assert cell(("Qwen3-8B", "ActiveMem_GRPO", "4"), "gsm8k") == "0.600 (2)"
     assert cell(("Qwen3-8B", "ActiveMem_SFT", "8"), "gpqa") == "0.250 (1)"
     assert cell(("SmolLM3-3B", "ActiveMem_GRPO", "4"), "popqa") == "0.300 (1)"

@@ -327,3 +327,31 @@ def test_the_triviaqa_and_popqa_configs_load_and_build_their_tasks(tmp_path):
     evrun = schema.load_eval(ev)
     assert evrun.data.name == "single_qa" and evrun.variants == ("activemem", "plain", "truncate")
     assert len(build_section(ev.data).tasks) == 3
+
+
+def test_the_rules_that_need_no_learning_by_hand(files):
+    """chance, always-A and the majority letter on the AQuA fixture (golds B, C); the three
+    constant labels' accuracy and FEVER score on the FEVER fixture (one of each label)."""
+    from activemem_jax.envs.choice import choice_baselines
+    from activemem_jax.envs.fever import fever_baselines
+
+    aqua = build_section(section(name="aqua", path=files["aqua"]), None, "data")
+    b = aqua.baselines(aqua.tasks)
+    assert b["chance"] == pytest.approx(0.2) and b["first"] == 0.0
+    assert b["majority_letter"] == "B" and b["majority"] == 0.5  # a tie goes to the earlier letter
+    assert b["units"]["majority"] == {aqua.tasks[0]["id"]: 1.0, aqua.tasks[1]["id"]: 0.0}
+    three = [{"id": i, "gold": g, "options": ["x"] * n} for i, (g, n) in enumerate((("A", 4), ("C", 4), ("C", 5)))]
+    b = choice_baselines(three)
+    assert b["chance"] == pytest.approx((0.25 + 0.25 + 0.2) / 3) and b["first"] == pytest.approx(1 / 3)
+    assert b["majority_letter"] == "C" and b["majority"] == pytest.approx(2 / 3)
+
+    fever = build_section(section(name="fever", path=files["fever"], corpus=files["corpus"]), None, "data")
+    b = fever.baselines(fever.tasks)
+    assert b["chance"] == pytest.approx(1 / 3) and b["nei"] == pytest.approx(1 / 3)
+    assert b["majority_label"] == "SUPPORTS" and b["majority"] == pytest.approx(1 / 3)  # a three-way tie: LABELS order
+    # FEVER score with no page retrieved: SUPPORTS gets the label of the SUPPORTS claim but not its pages
+    assert b["majority_fever_score"] == 0.0 and b["nei_fever_score"] == pytest.approx(1 / 3)
+    skewed = [{"id": i, "label": lab, "evidence": []} for i, lab in enumerate(("REFUTES", "REFUTES", "NOT ENOUGH INFO"))]
+    b = fever_baselines(skewed)
+    assert b["majority_label"] == "REFUTES" and b["majority"] == pytest.approx(2 / 3)
+    assert b["majority_fever_score"] == 0.0 and b["nei_fever_score"] == 1.0  # REFUTES without gold sets: unscored
