@@ -320,10 +320,20 @@ class Eval:
     max_turns_cap: int = 8
     qa_files: tuple = ()          # held-out data of a registered task
     path: str = ""
+    # the retrieval-memory variants memorybank / expel (activemem/text_memory.py; the same
+    # defaults as its TextMemoryConfig): entries put into a prompt, the characters they may add
+    # (header included), tasks rolled out together on one state of the store (1: every task
+    # sees all earlier ones), and memorybank's forgetting (strength x this many tasks; 0: never)
+    memory_topk: int = 3
+    memory_chars: int = 1500
+    memory_batch: int = 1
+    memory_forget_tasks: int = 100
 
     def check(self) -> None:
         _need(self.n_tasks >= 1, f"eval.n_tasks={self.n_tasks}: need >= 1")
         _need(self.max_turns_cap >= 1, f"eval.max_turns_cap={self.max_turns_cap}: need >= 1")
+        for name, low in (("memory_topk", 1), ("memory_chars", 0), ("memory_batch", 1), ("memory_forget_tasks", 0)):
+            _need(getattr(self, name) >= low, f"eval.{name}={getattr(self, name)}: need >= {low}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -463,7 +473,8 @@ def part(cfg, name: str):
 EVAL_SECTIONS = {k: SECTIONS[k] for k in ("model", "mesh", "sharding", "engine", "data", "eval")}
 EVAL_TOP_LEVEL = {"seed": int, "out_dir": str, "variants": tuple, "temperature": float, "checkpoint": str}
 VARIANTS = ("activemem", "plain", "truncate")
-BASELINES = ("vanilla", "cot")  # Table 1's prompting baselines, on request (vanilla: an alias of plain)
+BASELINES = ("vanilla", "cot", "memorybank", "expel")  # Table 1's prompting baselines (vanilla: an alias of
+# plain) and its retrieval memory (vanilla + a text store, activemem/text_memory.py), on request
 
 
 @dataclasses.dataclass(frozen=True)
@@ -480,6 +491,7 @@ class EvalRun:
     eval: Eval
     variants: tuple = VARIANTS    # activemem | plain (the frozen model, full history) | truncate (MEM1's context)
                                   # | vanilla (= plain) | cot (plain + "Think step by step") (evaluate.py)
+                                  # | memorybank | expel (vanilla + a text experience store: text_memory.py)
                                   # | an ablation that changes the policy (activemem/ablations.py: "w/o HLMT", ...)
     temperature: float = 0.01     # paper 6.1's evaluation temperature
     seed: int = 0

@@ -40,7 +40,8 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
         retrieval_topk=3, seed=0,
         n_objectives=(1, 2, 4, 8, 16) if table == "table7" else (1,),
         n_tasks=100 if table == "table7" else 500, max_turns=12))
-    c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=33))
+    c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=33,
+                                           memory_topk=3, memory_chars=1500, memory_batch=1, memory_forget_tasks=100))
     c.variants = ("activemem", "plain", "truncate")
     c.temperature = 0.01   # paper 6.1 evaluation temperature
     c.seed = 0

@@ -30,6 +30,7 @@ def run(cfg) -> dict:
 
     from activemem_jax import build
     from activemem_jax.activemem import evaluate as ev
+    from activemem_jax.activemem.text_memory import TextMemoryConfig
     from launch import eval_report as report
     from activemem_jax.tasks import build_section, require_env
 
@@ -63,7 +64,8 @@ def run(cfg) -> dict:
     with build.engine(cfg, model) as engine:
         rows = ev.evaluate(model, engine, retriever, base, list(cfg.variants), tasks,
                            lambda n: min(t.max_turns_cap, t.turns_per_objective * n + t.extra_turns), seed=cfg.seed,
-                           temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env)
+                           temperature=cfg.temperature, restore=restore, on_batch=on_batch, make_env=make_env,
+                           text_memory=TextMemoryConfig.from_eval(t))
     out.close()
     summary = ev.summarize(rows)
     written = {v: {str(n): s for n, s in by_n.items()} for v, by_n in summary.items()}

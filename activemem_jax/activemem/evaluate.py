@@ -9,6 +9,10 @@ Variants (the ActiveMem paper's Table 7 rows on our stack):
   history and no memory: exactly `plain`, so an alias of it (rows keep the name asked for).
 - `cot`: `vanilla` with the chain-of-thought instruction `COT_INSTRUCTION` in the system
   message (after the config's own system prompt, if it sets one).
+- `memorybank`, `expel`: Table 1's retrieval memory, `vanilla` plus a text experience store
+  kept across the variant's tasks in order (`activemem/text_memory.py`: every episode, or
+  the successful ones, retrieved by BM25 into the first user turn); rows carry its
+  telemetry (memory_entries, memory_retrieved, memory_chars, memory_stored, ...).
 
     rows = evaluate(model, engine, retriever, base_config, variants, n_objectives, tasks_for_n)
     table = summarize(rows)     # {variant: {N: {em, f1, peak_tokens, ...}}}
@@ -22,6 +26,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from activemem_jax import metrics
+from activemem_jax.activemem import text_memory as tm
 from activemem_jax.activemem.rollout import ActiveMem, PolicyConfig, Trajectory
 from activemem_jax.envs import MultiObjectiveQAEnv
 
@@ -31,6 +36,8 @@ VARIANTS = {
     "truncate": dict(num_latents=0, use_tree=False, layout="constant"),
 }
 VARIANTS["vanilla"] = VARIANTS["plain"]  # Table 1's Vanilla: the frozen model, full history, no memory
+for _name in tm.POLICIES:  # Table 1's retrieval memory: vanilla + a text store (rollout_with_memory)
+    VARIANTS[_name] = VARIANTS["plain"]
 COT_INSTRUCTION = "Think step by step before you answer."
 METRICS = ("em", "f1", "peak_tokens", "task_tokens", "peak_beyond_task", "dependency_length", "time_s",
            "compile_s", "turns")
@@ -38,7 +45,8 @@ METRICS = ("em", "f1", "peak_tokens", "task_tokens", "peak_beyond_task", "depend
 
 def variant_config(base: PolicyConfig, variant: str) -> PolicyConfig:
     """The policy an evaluation variant runs: activemem (the config's), plain (= vanilla),
-    truncate, cot (the no-memory baselines), or an ablation of `activemem.ablations.ABLATIONS`
+    truncate, cot (the no-memory baselines), memorybank and expel (vanilla's policy; their
+    text store is evaluate's), or an ablation of `activemem.ablations.ABLATIONS`
     that changes the policy ("w/o HLMT", "flat tree", ...: the same table bench_memory trains)."""
     from activemem_jax.activemem.ablations import evaluation_ablations, evaluation_overrides
 
@@ -69,6 +77,8 @@ def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict
             "tree_actions": [s.tree_action for s in traj.steps],
             "context_overflow": bool(traj.info.get("context_overflow", False)),
             "responses": [s.text for s in traj.steps],
+            # memorybank / expel: what the text store held, put in the prompt and kept (text_memory.py)
+            **{k: traj.info[k] for k in (*tm.TELEMETRY, "memory_sources") if k in traj.info},
             # FEVER: label right and a gold evidence set among the retrieved pages (envs/fever.py;
             # None where the claim has no evidence ids)
             **({"fever_score": traj.info["fever_score"]} if "fever_score" in traj.info else {})}
@@ -78,7 +88,8 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
              tasks_by_n: dict, max_turns: Callable[[int], int], *, seed: int = 0,
              temperature: float = 0.01, restore: Optional[Callable[[ActiveMem], None]] = None,
              on_batch: Optional[Callable[[str, int, list], None]] = None,
-             together: bool = True, make_env: Optional[Callable] = None) -> list[dict]:
+             together: bool = True, make_env: Optional[Callable] = None,
+             text_memory: Optional[tm.TextMemoryConfig] = None) -> list[dict]:
     """Rollouts of every variant on every N; `restore(policy)` loads trained controller
     params / tree into the `activemem` variant. Tree actions are greedy.
 
@@ -86,7 +97,11 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
     turn budget), so a variant costs one pass of turns, not one per N; a trajectory's
     time is then its wall time inside that shared batch. together=False: one batch per
     (variant, N). make_env(max_turns): the environment of a registered task
-    (`activemem_jax.tasks`); None: multi-objective QA over `retriever`."""
+    (`activemem_jax.tasks`); None: multi-objective QA over `retriever`.
+
+    memorybank / expel: one text store per variant, kept across its batches; its tasks
+    run `text_memory.batch` at a time in order (`text_memory.rollout_with_memory`;
+    text_memory None: `TextMemoryConfig()`'s defaults)."""
     if make_env is None:
         make_env = lambda max_turns: MultiObjectiveQAEnv(retriever, max_turns=max_turns)  # noqa: E731
     rows = []
@@ -96,12 +111,18 @@ def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[st
             restore(policy)
         batches = ([[t for _, ts in sorted(tasks_by_n.items()) for t in ts]] if together
                    else [tasks for _, tasks in sorted(tasks_by_n.items())])
+        memory = tm.TextMemory(variant, text_memory or tm.TextMemoryConfig()) if variant in tm.POLICIES else None
         for tasks in batches:
             tasks = [{**t, "max_turns": max_turns(len(t["answers"]))} for t in tasks]
-            env = make_env(max(t["max_turns"] for t in tasks))
-            result = policy.rollout(env, tasks, seed=seed, greedy=True, temperature=temperature, commit=False)
+            longest = max(t["max_turns"] for t in tasks)
+            if memory is None:
+                trajectories = policy.rollout(make_env(longest), tasks, seed=seed, greedy=True,
+                                              temperature=temperature, commit=False).trajectories
+            else:
+                trajectories = tm.rollout_with_memory(memory, policy, lambda: make_env(longest), tasks, seed=seed,
+                                                      greedy=True, temperature=temperature, commit=False)
             by_n: dict = {}
-            for t in result.trajectories:
+            for t in trajectories:
                 by_n.setdefault(len(t.task["answers"]), []).append(
                     trajectory_row(variant, t, task_tokens(model.tokenizer, t.task, make_env)))
             for n, batch in sorted(by_n.items()):
@@ -122,7 +143,7 @@ def summarize(rows: Sequence[dict]) -> dict:
     for r in rows:
         out.setdefault(r["variant"], {}).setdefault(r["n_objectives"], []).append(r)
     return {v: {n: {"tasks": len(rs), **{m: sum(r[m] for r in rs) / len(rs) for m in METRICS},
-                    "peak_tokens_max": max(r["peak_tokens"] for r in rs), **_fever(rs)}
+                    "peak_tokens_max": max(r["peak_tokens"] for r in rs), **_fever(rs), **tm.summary(rs)}
                 for n, rs in sorted(by_n.items())}
             for v, by_n in out.items()}
 
