@@ -34,6 +34,7 @@ INSTALL_REQUIRES = [
     "beautifulsoup4>=4.12",
     "matplotlib>=3.8",  # evaluation plots (PNG)
     "tensorboardX>=2.6",  # training event files (no TensorFlow needed)
+    "llguidance==1.9.1",  # constrained decoding (engine/constraints.py): a Rust wheel, no dependencies, no torch
 ]
 
 DENSE = ["faiss-cpu>=1.8", "sentence-transformers>=3.0"]

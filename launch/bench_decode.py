@@ -13,6 +13,7 @@ response (incremental vs re-decoding it all, as the engine once did), and peak R
 
     python launch/bench_decode.py [--new-tokens 64] [--concurrent 16] [--out FILE]
     python launch/bench_decode.py --detokenize-only   # host cost per token of detokenizing, old vs new
+    python launch/bench_decode.py --constrained-only  # 16 slots, half under a JSON schema vs none
 
 A paper-size model on a lent GPU or a TPU VM: the config's engine prefill and decode steps
 (every slot, attending to its whole KV bucket) at its slots, length, mesh and rules,
@@ -132,6 +133,55 @@ def bench_detokenize(model, prompt, n_new: int = 1024) -> dict:
     return res
 
 
+# what the constrained half of `bench_constrained` decodes under: an array of at least 32
+# objects (hundreds of tokens), so with ignore_eos every constrained request runs its full
+# n_new tokens as the others do (a greedy model would close an array that may be empty)
+BENCH_SCHEMA = {"type": "array", "minItems": 32, "items": {"type": "object", "properties": {
+    "fact": {"type": "string", "minLength": 8}, "number": {"type": "integer"}, "sure": {"type": "boolean"}},
+    "required": ["fact", "number", "sure"], "additionalProperties": False}}
+
+
+def bench_constrained(model, prompts, n_new: int, repeats: int = 3) -> dict:
+    """Decode cost of constrained decoding (engine/constraints.py): the same `len(prompts)`
+    concurrent greedy requests (EOS ignored, every one runs n_new tokens) with no
+    constraint, and with every other request under a JSON schema (a mask per step from
+    llguidance on the host, applied inside the jitted step), in one engine, alternated
+    `repeats` times; best of each. Reports tok/s, ms per decode step and their ratio."""
+    from activemem_jax.engine import SamplingParams
+    from activemem_jax.engine.constraints import Constraint
+
+    free = SamplingParams(temperature=0, max_tokens=n_new, ignore_eos=True)
+    json_ = SamplingParams(temperature=0, max_tokens=n_new, ignore_eos=True,
+                           constraint=Constraint.json_schema(BENCH_SCHEMA))
+    mixes = {"none": [free] * len(prompts),
+             "half": [json_ if i % 2 else free for i in range(len(prompts))]}
+    best = {k: {"s": float("inf")} for k in mixes}
+    with engine(model, max_slots=len(prompts), max_len=1024) as eng:
+        for k in range(repeats + 1):  # the first round compiles (masked and unmasked variants)
+            for name, params in mixes.items():
+                eng.clear_prefix_cache()
+                steps = eng.stats["steps"]
+                t0 = time.perf_counter()
+                with eng.batch():
+                    handles = [eng.submit(p, q) for p, q in zip(prompts, params)]
+                outs = [h.result() for h in handles]
+                dt = time.perf_counter() - t0
+                tokens = sum(o.completion_tokens for o in outs)
+                if k and dt < best[name]["s"]:
+                    best[name] = {"s": dt, "tokens": tokens, "tok_s": tokens / dt,
+                                  "step_ms": 1e3 * dt / max(eng.stats["steps"] - steps, 1),
+                                  "finish": sorted({o.finish_reason for o in outs})}
+    best["ratio"] = best["half"]["s"] / best["none"]["s"]
+    return best
+
+
+def print_constrained(c: dict, conc: int):
+    print(f"constrained decoding, {conc} concurrent greedy requests, {c['none']['tokens']} tokens: none "
+          f"{c['none']['tok_s']:.1f} tok/s ({c['none']['step_ms']:.1f} ms/step); half under a JSON schema "
+          f"{c['half']['tok_s']:.1f} tok/s ({c['half']['step_ms']:.1f} ms/step, {c['half']['tokens']} tokens, "
+          f"finish {c['half']['finish']}); time ratio half/none {c['ratio']:.3f}")
+
+
 def print_detokenize(d: dict):
     print(f"detokenization at a {d['tokens']}-token response: re-decoding everything "
           f"{d['full_redecode_us_mean']:.0f} us/token on average, {d['full_redecode_us_last64']:.0f} us over the "
@@ -212,6 +262,9 @@ def main():
     ap.add_argument("--out", default="bench_results/decode.json")
     ap.add_argument("--detokenize-only", action="store_true",
                     help="only the host cost of detokenizing a 1,024-token response (f32 engine)")
+    ap.add_argument("--constrained-only", action="store_true",
+                    help="only the cost of constrained decoding: --concurrent requests, half under a JSON "
+                         "schema, against none (f32 engine)")
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="with --config: the device's dense bf16 peak, for MFU (known kinds are looked up)")
     from activemem_jax.config_files import parse_args
@@ -240,6 +293,14 @@ def main():
         print_detokenize(res["detokenize"])
         write_json(args.out, res)
         return
+    if args.constrained_only:
+        model = load()
+        prompts = [model.encode_chat([{"role": "user", "content": f"List facts about the ocean, number {i}."}])
+                   for i in range(conc)]
+        res = {"constrained": bench_constrained(model, prompts, n_new)}
+        print_constrained(res["constrained"], conc)
+        write_json(args.out, res)
+        return
     res = {"new_tokens": n_new, "concurrent": conc}
     logits = {}
     for name, kw in MODES.items():
@@ -250,6 +311,7 @@ def main():
         res[f"ours_{name}"] = bench_ours(model, prompt, prompts, n_new)
         if name == "f32":
             res["detokenize"] = bench_detokenize(model, prompt)
+            res["constrained"] = bench_constrained(model, prompts, n_new)
         logits[name] = model.logits(prompt)  # next-token distributions over the prompt
         del model
     res["prompt_tokens"] = len(prompt)
@@ -290,6 +352,7 @@ def main():
               f"(ours best / llama.cpp = {best_b1 / llamacpp['b1_tok_s']:.2f}), time to first token "
               f"{llamacpp['ttft_s']:.3f} s, {conc} prompts one after another {llamacpp['concurrent_tok_s']:.1f} tok/s")
     print_detokenize(res["detokenize"])
+    print_constrained(res["constrained"], conc)
     print(f"peak RSS: after ours {res['rss_gib_ours']:.2f} GiB, after all {res['rss_gib_total']:.2f} GiB")
     write_json(args.out, res)
 

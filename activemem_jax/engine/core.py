@@ -67,14 +67,15 @@ def new_state(cfg, slots: int, rows: int, shardings: DecodeState, paged: bool = 
 
 
 def prefill(graphdef, params, state: DecodeState, slots, tokens, starts, lengths, latents, latent_pos,
-            sampling, *, kv_len: int, fresh: bool = False):
+            sampling, mask=None, *, kv_len: int, fresh: bool = False):
     """Run P prompt chunks at once, each straight into its own slot's cache rows.
 
     tokens [P, R]: row i holds the chunk of slot slots[i] at positions starts[i].., its
     first lengths[i] tokens real. A padding row has slot == number of slots: its writes
     are dropped. latents [P, MAX_LATENTS, d] replace the embeddings of the tokens at
     absolute prompt positions latent_pos [P, MAX_LATENTS] (-1 = unused).
-    sampling = (temperature, top_k, top_p, seed), [P] arrays, for each first token.
+    sampling = (temperature, top_k, top_p, seed), [P] arrays, for each first token; mask
+    None or int32 [P, ceil(V/32)], the rows' packed token masks (`sampling.apply_mask`).
     fresh (static): every start is 0, so the chunks attend only to themselves (causal
     chunks; the cache is written, not read).
     Returns (state, token [P], logprob [P], top_lp [P, N], top_ids [P, N], hidden [P, d])."""
@@ -92,7 +93,7 @@ def prefill(graphdef, params, state: DecodeState, slots, tokens, starts, lengths
     last = hidden[jnp.arange(p), jnp.maximum(lengths - 1, 0)]
     temperature, top_k, top_p, seed = sampling
     token, logprob, top_lp, top_ids = sample(model.lm_logits(last), temperature, top_k, top_p,
-                                             seed, jnp.zeros((p,), jnp.int32))
+                                             seed, jnp.zeros((p,), jnp.int32), mask=mask)
     return state.replace(cache=cache), token, logprob, top_lp, top_ids, last
 
 
@@ -122,14 +123,16 @@ def release(state: DecodeState, slot) -> DecodeState:
     return state.replace(active=state.active.at[slot].set(False))
 
 
-def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int, top: bool = True):
+def generate(graphdef, params, state: DecodeState, rows=None, mask=None, *, kv_len: int, top: bool = True):
     """One decode step: feed each slot's last token, sample the next.
 
     rows: None (every slot), or int32 [R] the slots to step, R a small static bucket
     (padding = an out-of-range slot, which reads a clamped row and writes nothing). A step
     over R rows reads only those rows' cache, so one live request in a many-slot engine
     costs about what it costs alone. top (static): also return the top log-probs (a
-    top-k over the vocabulary; skipped when no live request asked for them). Returns
+    top-k over the vocabulary; skipped when no live request asked for them). mask: None (no
+    row constrained) or int32 [R, ceil(V/32)], each row's packed token mask, all bits set
+    for an unconstrained row (constrained decoding; `sampling.apply_mask`). Returns
     (state, tokens [R], logprobs [R], top_lp [R, N], top_ids [R, N] (None without top));
     R = slots when rows is None."""
     model = nnx.merge(graphdef, params)
@@ -142,7 +145,7 @@ def generate(graphdef, params, state: DecodeState, rows=None, *, kv_len: int, to
     temperature = jnp.where(active, pick(state.temperature), 0.0)  # idle rows: greedy, skipped
     tokens, logprobs, top_lp, top_ids = sample(model.lm_logits(hidden[:, 0]), temperature, pick(state.top_k),
                                                pick(state.top_p), pick(state.seeds), pick(state.steps),
-                                               top=top)
+                                               top=top, mask=mask)
     live = active.astype(jnp.int32)
     new_tokens = jnp.where(active, tokens, pick(state.tokens))
     if rows is None:

@@ -40,6 +40,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from activemem_jax.engine import core
+from activemem_jax.engine.constraints import Constraint, Constraints
 from activemem_jax.engine.faults import FAULTS_IN_A_ROW, Faults
 from activemem_jax.engine.prefill import PREFILL_CHUNK, Prefill
 from activemem_jax.engine.requests import (Delta, EngineUnavailable, Output, Prompt, PromptTooLong, QueueFull,
@@ -63,6 +64,8 @@ class Engine(Scheduler, Prefill, Faults):
         self._params = model.state  # the backbone weights decoding uses (see set_weights)
         self.tokenizer = model.tokenizer
         self.eos_ids = set(model.eos_token_ids)
+        # constrained decoding: compiled per request on the caller's thread, masks on the host
+        self.constraints = Constraints(self.tokenizer, model.config.vocab_size, self.eos_ids)
         self.max_slots, self.max_len = max_slots, max_len
         self.rows = max_len + PREFILL_CHUNK  # slack so a padded chunk never runs off the cache
         # The decode state is sharded by the model's rules (slots over the batch axes, KV
@@ -128,7 +131,9 @@ class Engine(Scheduler, Prefill, Faults):
         """Queue one request. latents [K, d] replace the embeddings of the prompt tokens at
         `latent_positions` (ActiveMem's splice hook). hidden="also" returns the final
         hidden state of the last prompt token in `Output.hidden`; hidden="only" just
-        prefills (the prompt's KV stays cached for prefix reuse) and returns it."""
+        prefills (the prompt's KV stays cached for prefix reuse) and returns it.
+        `params.constraint` is compiled here: a constraint that cannot be met is a
+        ValueError before anything is queued."""
         if hidden not in ("no", "also", "only"):
             raise ValueError(f"hidden={hidden!r}: use 'no', 'also' or 'only'")
         self._check_alive()
@@ -140,7 +145,11 @@ class Engine(Scheduler, Prefill, Faults):
                                 f"{self.max_len} tokens (prompt + at least 1 generated)")
         lat, pos = self._latents(latents, latent_positions, len(ids))
         seed = params.seed if params.seed is not None else self._rng.randrange(2**31)
+        matcher = None
+        if params.constraint is not None and hidden != "only":
+            matcher = self.constraints.start(params.constraint, params.ignore_eos)
         request = Request(ids, params, seed & 0x7FFFFFFF, lat, pos, self.tokenizer, hidden)
+        request.matcher = matcher
         handle = RequestHandle(self, request)
         try:
             self._pending.put_nowait(request)
@@ -149,6 +158,11 @@ class Engine(Scheduler, Prefill, Faults):
         self._check_alive()  # stopped meanwhile: nobody will take it from the queue
         self._wake.set()
         return handle
+
+    def check_constraint(self, constraint: Constraint) -> None:
+        """Compile `constraint` (kept for the requests that carry it): a ValueError says why
+        it cannot be served. Thread-safe; bounded by `constraints.LIMITS`."""
+        self.constraints.compile(constraint)
 
     def health(self) -> dict:
         """{"status": "ok" | "failed" | "closed", "message", "busy_slots", "queued",
@@ -260,6 +274,18 @@ class Engine(Scheduler, Prefill, Faults):
     # ------------------------------------------------------------------ engine thread
     def _put(self, tree):
         return jax.device_put(tree, self._replicated)
+
+    def _masks(self, placed, n: int):
+        """The packed token masks of a step's n rows, [(row, request)] placed (rows of
+        unconstrained requests and padding allow everything), on device; None when no
+        request is constrained (the step's unmasked variant)."""
+        if not any(r.matcher is not None for _, r in placed):
+            return None
+        mask = np.full((n, self.constraints.words), -1, np.int32)
+        for j, r in placed:
+            if r.matcher is not None:
+                mask[j] = r.matcher.mask
+        return self._put(mask)
 
     def _new_state(self) -> core.DecodeState:
         return core.new_state(self.model.config, self.max_slots, self.rows, self._state_shardings, self.paged)

@@ -101,10 +101,12 @@ class Prefill:
                 chunk = [item for item in items[i:i + cap] if not item[0].done.is_set()]
                 if chunk:
                     with self._guard([req for req, *_ in chunk]):
-                        self._started(chunk, self._run_prefill(chunk), {s: u for _, s, u in batch})
+                        self._started(chunk, self._run_prefill(chunk, last=True), {s: u for _, s, u in batch})
 
-    def _run_prefill(self, items):
-        """One jitted prefill of chunks [(req, slot, start, tokens)], padded to a row bucket."""
+    def _run_prefill(self, items, last: bool = False):
+        """One jitted prefill of chunks [(req, slot, start, tokens)], padded to a row bucket;
+        `last`: the prompts' last chunks, whose first tokens are sampled (under their
+        constraints' masks)."""
         r = shapes.prefill_bucket(max(len(t) for *_, t in items))
         p = min(shapes.prefill_rows(len(items), self.max_slots), max(len(items), PREFILL_TOKENS // r))
         d = self.model.config.hidden_size
@@ -121,7 +123,8 @@ class Prefill:
             seed[i], lat[i], pos[i] = req.seed, req.latents, req.latent_pos
         sampling = (temperature, top_k, top_p, seed)
         args = self._put((slots, tokens, starts, lengths, lat, pos, sampling))
-        self._state, *out = self._fns["prefill"](self._params, self._state, *args,
+        mask = self._masks([(i, item[0]) for i, item in enumerate(items)], p) if last else None
+        self._state, *out = self._fns["prefill"](self._params, self._state, *args, mask,
                                                  kv_len=shapes.kv_bucket(int((starts + r).max()), self.rows),
                                                  fresh=not starts.any())
         self.stats["prefill_calls"] += 1

@@ -91,6 +91,7 @@ class Request:
         self.text = ""  # set when it finishes
         self.text_stream = TextStream(tokenizer, params.stop)
         self.cached_tokens = 0
+        self.matcher = None  # a constrained request's constraints.Matcher (its next-token mask)
         self.output: Optional[Output] = None
         self.cancelled = False
         self.done = threading.Event()

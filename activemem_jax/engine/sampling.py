@@ -8,6 +8,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from activemem_jax.engine.constraints import Constraint
+
 CANDIDATES = 256  # top-k / top-p act within the 256 most likely tokens
 TOP_LOGPROBS = 20  # most top log-probs a request may ask for
 INT32_MAX = 2**31 - 1  # top_k travels to the device as int32
@@ -27,6 +29,7 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0
     ignore_eos: bool = False
+    constraint: Optional[Constraint] = None  # JSON schema, regex, choice or grammar (constraints.py)
 
     def __post_init__(self):
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -44,6 +47,8 @@ class SamplingParams:
             problems.append(f"top_logprobs must be in [0, {TOP_LOGPROBS}] (got {self.top_logprobs})")
         if any(not s for s in stop) or len(stop) > 16:
             problems.append("stop must hold at most 16 non-empty strings")
+        if self.constraint is not None and not isinstance(self.constraint, Constraint):
+            problems.append(f"constraint must be a Constraint (got {type(self.constraint).__name__})")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -52,14 +57,28 @@ class SamplingParams:
         return self.temperature == 0
 
 
-def sample(logits, temperature, top_k, top_p, seeds, steps, top: bool = True):
-    """One token per row. logits [B, V] float32; temperature/top_p [B] float32; top_k,
-    seeds, steps [B] int32. The key of row b is fold_in(PRNGKey(seed_b), step_b), so a
-    request's samples do not depend on what else is in the batch.
+def apply_mask(logits, mask):
+    """logits [B, V] with the tokens a packed mask int32 [B, ceil(V/32)] leaves out at
+    -inf (bit t % 32 of word t // 32 set = token t allowed; a row of -1 allows all).
+    Every row must allow at least one token (the host checks: constraints.Matcher)."""
+    if mask is None:
+        return logits
+    bits = (mask[:, :, None] >> jnp.arange(32, dtype=jnp.int32)) & 1
+    allowed = bits.reshape(mask.shape[0], -1)[:, : logits.shape[-1]].astype(bool)
+    return jnp.where(allowed, logits, -jnp.inf)
 
-    Returns (tokens [B], logprobs [B] of the model's distribution at the chosen tokens,
-    top log-probs [B, TOP_LOGPROBS] and their token ids, or None, None unless `top`)."""
+
+def sample(logits, temperature, top_k, top_p, seeds, steps, top: bool = True, mask=None):
+    """One token per row. logits [B, V] float32; temperature/top_p [B] float32; top_k,
+    seeds, steps [B] int32; mask None or a packed token mask int32 [B, ceil(V/32)]
+    (`apply_mask`; constrained decoding), sampled within. The key of row b is
+    fold_in(PRNGKey(seed_b), step_b), so a request's samples do not depend on what else is
+    in the batch.
+
+    Returns (tokens [B], logprobs [B] of the model's (unmasked) distribution at the chosen
+    tokens, top log-probs [B, TOP_LOGPROBS] and their token ids, or None, None unless `top`)."""
     logprobs = jax.nn.log_softmax(logits, axis=-1)
+    logits = apply_mask(logits, mask)
     greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
     def draw(_):

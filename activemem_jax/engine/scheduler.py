@@ -59,8 +59,10 @@ class Scheduler:
         want_top = any(self._slots[s].params.top_logprobs for s in live)
         stepped = [self._slots[s] for s in live]
         try:  # a failed step concerns every live request
+            mask = self._masks([(s if rows is None else i, req) for i, (s, req) in enumerate(zip(live, stepped))],
+                               self.max_slots if rows is None else width)
             self._state, toks, lps, top_lp, top_ids = self._fns["generate"](
-                self._params, self._state, rows, kv_len=kv, top=want_top)
+                self._params, self._state, rows, mask, kv_len=kv, top=want_top)
             toks, lps = np.asarray(toks), np.asarray(lps)
             top_lp, top_ids = (np.asarray(top_lp), np.asarray(top_ids)) if want_top else (None, None)
         except Exception as e:
@@ -79,8 +81,8 @@ class Scheduler:
 
     def _emit(self, req: Request, slot: int, token: int, logprob: float, top_lp, top_ids):
         p = req.params
-        if token in self.eos_ids and not p.ignore_eos:
-            return self._finish(req, "stop", slot)
+        if token in self.eos_ids and (not p.ignore_eos or req.matcher is not None):  # a constraint masks
+            return self._finish(req, "stop", slot)  # EOS out (ignore_eos) until it is complete
         req.token_ids.append(token)
         req.logprobs.append(logprob)
         if p.top_logprobs and top_lp is not None:
@@ -95,10 +97,17 @@ class Scheduler:
             reason = "length"
         if reason is None and len(req.prompt_ids) + len(req.token_ids) >= self.max_len:
             reason = "length"
+        error = None
+        if reason is None and req.matcher is not None:  # the automaton advances; the next mask
+            status = req.matcher.advance(token)
+            if status == "done":  # complete: nothing but EOS may follow
+                reason = "stop"
+            elif status is not None:  # cannot go on (a limit hit, a dead end): this request fails
+                reason, error = "error", status
         # every token is streamed; its text may be held back (a partial stop string or UTF-8 character)
         self._send(req, Delta(piece, [token], [logprob]))
         if reason is not None:
-            return self._finish(req, reason, slot)
+            return self._finish(req, reason, slot, error=error)
 
     def _finish(self, req: Request, reason: str, slot: Optional[int] = None, error: Optional[str] = None):
         if slot is None and req in self._slots:

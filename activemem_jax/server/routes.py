@@ -4,6 +4,7 @@ names; `Routes.register` puts them on a FastAPI app."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import time
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from activemem_jax.engine import Engine, SamplingParams, usage
 from activemem_jax.server.schema import (DEFAULT_MAX_TOKENS, APIError, ChatRequest, CommonRequest, CompletionRequest,
                                          api_error, error_body, failed, finish_reason)
+from activemem_jax.server.structured import checked
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
 
@@ -70,6 +72,14 @@ class Routes:
                 top_logprobs=top_logprobs)
         except ValueError as e:
             raise APIError(400, str(e)) from e
+
+    async def constrained(self, req: CommonRequest, params: list[SamplingParams]) -> list[SamplingParams]:
+        """`params` under the request's constraint (response_format, guided_*; compiled
+        here, so a bad one is a 400 before anything is queued: server/structured.py)."""
+        constraint = await checked(self.engine, req)
+        if constraint is None:
+            return params
+        return [dataclasses.replace(p, constraint=constraint) for p in params]
 
     async def run(self, ids, params: SamplingParams, param: str):
         """Collect one request's deltas; maps engine errors (and a failed request) to API errors."""
@@ -131,6 +141,7 @@ class Routes:
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         params = [self.params_of(req, max_tokens, len(ids), req.logprobs, top_n, i, "messages")
                   for i in range(req.n)]
+        params = await self.constrained(req, params)  # a 400 now, before anything is queued or streamed
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             return StreamingResponse(self.stream_chat(ids, params, rid, created, self.served(req)),
@@ -213,6 +224,8 @@ class Routes:
             for i in range(req.n):
                 jobs.append((prompt, ids, self.params_of(req, req.max_tokens, len(ids), req.logprobs is not None,
                                                     top_n, i, "prompt")))
+        constrained = await self.constrained(req, [p for *_, p in jobs])
+        jobs = [(prompt, ids, p) for (prompt, ids, _), p in zip(jobs, constrained)]
         outs = await self.run_all([(ids, p) for _, ids, p in jobs], "prompt", client)
         choices = []
         for k, ((prompt, _, _), o) in enumerate(zip(jobs, outs)):

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
 
 from activemem_jax.engine import EngineUnavailable, PromptTooLong, QueueFull
+from activemem_jax.engine.constraints import FAILED as CONSTRAINT_FAILED
 from activemem_jax.engine.sampling import INT32_MAX, TOP_LOGPROBS
 
 DEFAULT_MAX_TOKENS = 512  # what an absent or null max_tokens means (capped by the context left)
@@ -54,6 +55,14 @@ class CommonRequest(BaseModel):
     seed: Optional[Annotated[StrictInt, Field(ge=-2**63, le=2**63 - 1)]] = None
     stream: bool = False
     stream_options: Optional[dict] = None
+    # structured output (server/structured.py): OpenAI's response_format, vLLM's guided_*
+    # fields and their newer structured_outputs object; at most one of them per request
+    response_format: Optional[dict] = None
+    guided_json: Optional[Union[dict, bool, StrictStr]] = None
+    guided_regex: Optional[StrictStr] = None
+    guided_choice: Optional[list[StrictStr]] = None
+    guided_grammar: Optional[StrictStr] = None
+    structured_outputs: Optional[dict] = None
 
 
 class ChatMessage(BaseModel):
@@ -135,6 +144,8 @@ def api_error(e: Exception, param: str) -> APIError:
 
 def failed(output) -> APIError:
     """An output that did not finish: an engine fault (500) or a cancellation (503)."""
+    if output.error and output.error.startswith(CONSTRAINT_FAILED):  # the request's constraint, not the engine
+        return APIError(400, output.error, code="constraint_failed")
     if output.finish_reason == "cancelled":
         return APIError(503, "the request was cancelled before it finished (the engine is stopping, or a "
                              "request of the same batch failed); retry it", code="request_cancelled",
