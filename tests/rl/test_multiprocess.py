@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from tests.child_env import child_env
+
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +44,7 @@ def test_a_signal_to_one_process_stops_both_after_the_same_step(tmp_path, tiny_d
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     env["JAX_PLATFORMS"] = "cpu"
     procs, logs = [], []
     for i in (0, 1):

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.child_env import child_env
+
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,7 +24,7 @@ def test_readme_training_demo_in_ci_size(tmp_path):
     (no path, no insert), when a write head gets no gradient, or when the SFT loss does
     not fall; the held-out table and the baselines print."""
     out = tmp_path / "demo"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     steps = SFT_STEPS + 1
     cmd = [sys.executable, "-m", "launch.train", "--config", "configs/activemem_tiny_cpu.py",
            f"--config.out_dir={out}", f"--config.train.steps={steps}", f"--config.train.sft_steps={SFT_STEPS}",

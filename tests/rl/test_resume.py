@@ -11,6 +11,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests.child_env import child_env
+
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,7 +24,7 @@ def train_cmd(model_dir, out_dir, steps=6):
 
 
 def clean_env():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     env.update(JAX_PLATFORMS="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     return env
 
