@@ -10,6 +10,10 @@ text); stdout gets the result as JSON. When the planner spends its turns without
 as written, and either way the result says "forced": true and why. Evaluations do not
 do this: `launch/eval_agents.py` scores an unparsable forced turn as no answer
 (`Result.answer` is "" there; see docs/hymem_cli.md).
+
+--constrained auto|on|off: each turn decoded under its protocol's grammar
+(hymem/grammars.py); auto, the default, is on for this project's server and the
+in-process engine (docs/hymem_cli.md#constrained-decoding).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class _Live:
         self.client, self.stream = client, stream
         if hasattr(client, "count_tokens"):  # the agent's fold trigger counts with it
             self.count_tokens = client.count_tokens
+        if hasattr(client, "supports_constraints"):  # constrained="auto" asks it
+            self.supports_constraints = client.supports_constraints
 
     def complete(self, messages, tag=None, **sampling):
         out = self.client.complete(messages, tag=tag, **sampling)
@@ -115,6 +121,10 @@ def main(argv=None):
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--planner-turns", type=int, default=12)
     ap.add_argument("--execute-turns", type=int, default=10)
+    ap.add_argument("--constrained", default="auto", choices=("auto", "on", "off"),
+                    help="decode each turn under its protocol's grammar (hymem.grammars): auto = on for this "
+                         "project's own server (asked at GET /models) and the in-process engine, off for other "
+                         "endpoints; on = send it anyway (vLLM takes it as guided_grammar)")
     ap.add_argument("--quiet", action="store_true",
                     help="do not print each model call's text (the one progress line per planner turn stays)")
     args = ap.parse_args(argv)
@@ -130,7 +140,8 @@ def main(argv=None):
         client = EngineClient.from_model(args.model or "embedded")
     client = GuardedClient(client)  # transient errors retried; a dead endpoint stops the run
     config = HyMemConfig(planner_turns=args.planner_turns, execute_turns=args.execute_turns,
-                         sampling={"temperature": 0.0, "max_tokens": args.max_tokens})
+                         sampling={"temperature": 0.0, "max_tokens": args.max_tokens},
+                         constrained=args.constrained)
     aux = GuardedClient(OpenAIClient(args.aux_base_url, model=args.aux_model, api_key=args.api_key)) \
         if args.aux_base_url else None
     tools = build_tools(args.corpus, args.retrieval_url, args.files, args.bad_rows)

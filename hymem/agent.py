@@ -22,6 +22,16 @@ the planner's prompt (an <isoReason> it writes anyway is an invalid action);
 mention memory or <to_memory>, its history is kept whole and, only when the next prompt
 would pass the context window, its oldest exchanges are dropped. The executor and
 isolated sessions stay isolated in both.
+
+Constrained decoding (`constrained`: "auto" | "on" | "off"): when on, the planner's turns,
+the executor's, the isolated sessions' and the forced answer turn are each sent with the
+Lark grammar of their protocol (`hymem.grammars`, as the sampling key `guided_grammar`),
+so an endpoint that decodes under it can only write a valid action of that turn, with
+bounded free text. "auto" is on when the client says its endpoint takes it
+(`client.supports_constraints()`: this project's own server and the in-process engine),
+off otherwise; memory folds and distillation stay unconstrained. The default is "off": the
+baselines (ReAct, Summary, ...) decode unconstrained, so an evaluation that turns it on for
+HyMem alone compares two decodings, not two agents; `python -m hymem` defaults to "auto".
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import dataclasses
 import json
 from typing import Callable, Optional
 
-from hymem import prompts
+from hymem import grammars, prompts
 from hymem.distill import Distiller
 from hymem.events import (Answer, ContextGuard, ContextTruncated, Event, Fold, ForcedAnswer, InvalidAction,
                           PlannerTurn)
@@ -57,6 +67,26 @@ class HyMemConfig:
     memory_management: bool = True  # ablation "w/o memory management"
     model_distill: bool = True  # phi(o | d) by the auxiliary model after the rule filter; False: rules only
     sampling: dict = dataclasses.field(default_factory=lambda: {"temperature": 0.0, "max_tokens": 1024})
+    constrained: str = "off"  # on | off | auto: on when the client's endpoint takes grammars (module doc);
+    # off by default so an evaluation compares HyMem with baselines decoded the same way (the CLI: auto)
+
+
+CONSTRAINED = ("auto", "on", "off")
+
+
+def constraints_on(mode: str, client) -> bool:
+    """Whether turns go out with their grammar: mode "on"/"off" as said; "auto" asks the
+    client (`supports_constraints()`; a client without it, or one that fails to answer, is
+    off)."""
+    if mode not in CONSTRAINED:
+        raise ValueError(f"constrained={mode!r}: use one of {', '.join(CONSTRAINED)}")
+    if mode != "auto":
+        return mode == "on"
+    probe = getattr(client, "supports_constraints", None)
+    try:
+        return bool(probe()) if callable(probe) else False
+    except Exception:
+        return False
 
 
 @dataclasses.dataclass
@@ -97,10 +127,28 @@ class HyMemAgent:
         cfg = self.config  # an ablated planner is told only of the actions it has (Table 2)
         self._planner_system = prompts.planner_prompt(cfg.isolated_reasoning, cfg.memory_management)
         self._planner_correction = prompts.planner_correction(cfg.isolated_reasoning, cfg.memory_management)
+        if cfg.constrained not in CONSTRAINED:
+            raise ValueError(f"hymem.constrained={cfg.constrained!r}: use one of {', '.join(CONSTRAINED)}")
+        self._constrained: Optional[bool] = None  # resolved at the first constrained turn
+        self._grammars: dict = {}
+
+    def _grammar(self, kind: str) -> Optional[str]:
+        """The grammar a `kind` turn is sent with (None: constraints off)."""
+        if self._constrained is None:
+            self._constrained = constraints_on(self.config.constrained, self.client)
+        if not self._constrained:
+            return None
+        if kind not in self._grammars:
+            cfg = self.config
+            self._grammars[kind] = grammars.for_turn(kind, self.tools, cfg.isolated_reasoning, cfg.memory_management)
+        return self._grammars[kind]
 
     # ------------------------------------------------------------------ model calls
-    def _call(self, run: HyMemRun, messages: list, space: str) -> str:
-        out = run.call(self.client, messages, space, self.config.sampling)
+    def _call(self, run: HyMemRun, messages: list, space: str, turn: Optional[str] = None) -> str:
+        """turn: the turn kind whose grammar the call carries when constraints are on."""
+        grammar = self._grammar(turn) if turn else None
+        sampling = {**self.config.sampling, "guided_grammar": grammar} if grammar else self.config.sampling
+        out = run.call(self.client, messages, space, sampling)
         run.last_tokens[space.split(":")[0]] = out.prompt_tokens + out.completion_tokens
         chars = _chars(messages)
         if out.prompt_tokens > 0 and chars > 0:
@@ -144,7 +192,7 @@ class HyMemAgent:
                 result = {"findings": "", "evidence": "", "sources": "", "status": "failed",
                           "gaps": f"the executor context was full after {turn} turns"}
                 break
-            text = self._call(run, messages, "executor")
+            text = self._call(run, messages, "executor", "executor")
             messages.append({"role": "assistant", "content": text})
             action = parse_executor(text)
             if action.kind == "results":
@@ -187,7 +235,7 @@ class HyMemAgent:
                 ret = {"conclusion": "no conclusion: the isolated context was full", "key_evidence": "",
                        "confidence": 0.0, "notes": f"context window reached after {turn} turns"}
                 break
-            text = self._call(run, messages, "iso")
+            text = self._call(run, messages, "iso", "iso")
             messages.append({"role": "assistant", "content": text})
             kind, value = parse_iso(text)
             if kind == "return":
@@ -263,7 +311,7 @@ class HyMemAgent:
         while run.planner_turn < cfg.planner_turns and answer is None:
             if not cfg.memory_management:
                 self._slide(run, history)
-            text = self._call(run, self._planner_messages(run, history), "planner")
+            text = self._call(run, self._planner_messages(run, history), "planner", "planner")
             run.planner_turn += 1
             history.append({"role": "assistant", "content": text})
             action = parse_planner(text)
@@ -300,7 +348,7 @@ class HyMemAgent:
         if answer is None:  # one forced-answer turn; an unparsable reply is no answer (strict)
             messages = self._planner_messages(run, history) + [{"role": "user", "content": prompts.FORCE_ANSWER.format(
                 question=run.question)}]
-            text = self._call(run, messages, "planner")
+            text = self._call(run, messages, "planner", "forced")
             action = parse_planner(text)
             answer = action.content if action.kind == "answer" else ""
             confidence = action.confidence if action.kind == "answer" else None

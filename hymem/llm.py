@@ -8,6 +8,12 @@ real clients ignore it, the scripted client routes on it. Clients are safe to ca
 from several threads at once. A client may also offer `count_tokens(messages) -> int`
 (the prompt's real token count); agents then use it for their context guards.
 
+Constrained decoding: a sampling key `guided_grammar` (a Lark grammar, `hymem.grammars`)
+asks the client to decode under it; `OpenAIClient` sends it as the vLLM-style request field
+(this project's server and vLLM take it), `EngineClient` as an engine constraint. A client
+that can tell whether its endpoint takes it offers `supports_constraints() -> bool`; the
+agent's `constrained="auto"` asks it (docs/hymem_cli.md#constrained-decoding).
+
 Failures: a client raises `ModelError` (`transient=True` for what a retry may cure:
 connection refused, timeouts, HTTP 429/5xx). `GuardedClient` retries transient errors
 with exponential backoff and, after `max_consecutive_failures` failed calls in a row,
@@ -154,6 +160,24 @@ class OpenAIClient:
         except (KeyError, IndexError, TypeError, AttributeError) as e:
             raise ModelError(f"unexpected response shape ({e}): {_clean_text(str(out)[:300])}") from None
 
+    def supports_constraints(self) -> bool:
+        """Whether the endpoint decodes under `guided_grammar`: True for this project's own
+        server, known by its GET /models answer (every model `owned_by` "activemem-jax"),
+        asked once and remembered; any other answer, or none, is False (vLLM takes the field
+        too, but the probe does not tell it from a server that would ignore it: name it with
+        constrained="on")."""
+        if getattr(self, "_supports", None) is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            try:
+                req = urllib.request.Request(self.base_url + "/models", headers=headers)
+                with urllib.request.urlopen(req, timeout=min(self.timeout, 10.0)) as resp:
+                    data = json.loads(resp.read()).get("data") or []
+                self._supports = bool(data) and all(
+                    isinstance(m, dict) and m.get("owned_by") == "activemem-jax" for m in data)
+            except Exception:
+                self._supports = False
+        return self._supports
+
     def complete(self, messages, tag=None, **sampling) -> Completion:
         body = {"messages": list(messages), **self.defaults, **sampling}
         if self.model:
@@ -176,6 +200,8 @@ class GuardedClient:
         self._lock = threading.Lock()
         if hasattr(client, "count_tokens"):
             self.count_tokens = client.count_tokens
+        if hasattr(client, "supports_constraints"):
+            self.supports_constraints = client.supports_constraints
 
     @property
     def down(self) -> bool:
@@ -242,14 +268,21 @@ class EngineClient:
         cfg = ml_collections.ConfigDict({"model": section, "engine": {"max_slots": max_slots, "max_len": max_len}})
         return cls.from_config(cfg, **defaults)
 
+    @staticmethod
+    def supports_constraints() -> bool:
+        return True
+
     def complete(self, messages, tag=None, **sampling) -> Completion:
         kw = {**self.defaults, **sampling}
         try:
             from activemem_jax.engine import SamplingParams
+            from activemem_jax.engine.constraints import Constraint
 
+            constraint = (Constraint.grammar(kw["guided_grammar"]) if kw.get("guided_grammar") else
+                          Constraint.regex(kw["guided_regex"]) if kw.get("guided_regex") else None)
             params = SamplingParams(temperature=kw.get("temperature", 0.0), top_p=kw.get("top_p", 1.0),
                                     max_tokens=kw.get("max_tokens", 512), stop=tuple(kw.get("stop") or ()),
-                                    seed=kw.get("seed"))
+                                    seed=kw.get("seed"), constraint=constraint)
             out = self.engine.submit(list(messages), params).result()
             return Completion(_clean_text(out.text), _as_int(out.prompt_tokens), _as_int(out.completion_tokens),
                               _as_int(out.cached_tokens))

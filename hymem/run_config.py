@@ -130,6 +130,8 @@ def load(cfg) -> AgentsRun:
     bad = [a for a in run.agents if a not in registered]
     _need(run.agents and not bad, f"agents={run.agents}: {bad[0] if bad else 'none given'} is not a registered "
                                   f"agent (registered: {', '.join(registered)})")
+    mode = agent_config.get("hymem", {}).get("constrained", "off")
+    _need(mode in ("auto", "on", "off"), f"hymem.constrained={mode!r}: use one of auto, on, off")
     _need(run.trials >= 1, f"trials={run.trials}: need >= 1")
     _need(run.concurrency >= 1, f"concurrency={run.concurrency}: need >= 1")
     for key, low in (("temperature", 0), ("max_tokens", 1)):

@@ -78,6 +78,9 @@ class PolicyConfig:
     stop: tuple = ("</search>", "</answer>")
     step_mode: str = "turn"        # turn: one agent turn per step; delimiter: single-shot tasks,
     delimiter: str = "\n\n"        # a step ends at the delimiter (wrap the env in SegmentedEnv)
+    action_format: str = ""        # "": free text | "tags": every turn decoded under the environment's
+                                   # action regex (env.action_pattern: the QA envs' <think>..</think> then
+                                   # <search>..</search> or <answer>..</answer>) | any other text: that regex
 
     def __post_init__(self):
         if self.step_mode not in STEP_MODES:
@@ -111,6 +114,8 @@ class PolicyConfig:
         if self.max_depth < 1 or self.max_children < 1:
             raise ValueError(f"policy.max_depth={self.max_depth} and policy.max_children="
                              f"{self.max_children}: need >= 1")
+        if not isinstance(self.action_format, str):
+            raise ValueError(f"policy.action_format={self.action_format!r}: '' (off), 'tags' or a regex")
         if self.query_components < 0:
             raise ValueError(f"policy.query_components={self.query_components}: need >= 0")
 

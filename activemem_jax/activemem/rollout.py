@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import flax.struct
 import jax
@@ -85,6 +85,30 @@ def _stack(trees: Sequence, n: int):
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), trees)
 
 
+CHARS_PER_TOKEN = 3  # policy.action_format="tags": free-text characters per token of the turn's budget
+
+
+def action_constraint(config: PolicyConfig, env):
+    """The constraint every turn of a rollout is decoded under (policy.action_format): None
+    when off (""); "tags": the environment's action regex (`env.action_pattern`, the QA
+    environments'; an environment without one is a ValueError), its free text bounded to
+    CHARS_PER_TOKEN x policy.max_tokens characters so a turn closes its tags before its
+    token budget; any other text: that regex. The engine applies it as a token mask in the
+    same jitted steps (no new shapes)."""
+    fmt = config.action_format
+    if not fmt:
+        return None
+    from activemem_jax.engine.constraints import Constraint
+
+    if fmt == "tags":
+        pattern = getattr(env, "action_pattern", None)
+        if not pattern:
+            raise ValueError(f"policy.action_format='tags': {type(env).__name__} has no action_pattern "
+                             "(the QA environments have one); give a regex or ''")
+        return Constraint.regex(pattern(CHARS_PER_TOKEN * config.max_tokens) if callable(pattern) else pattern)
+    return Constraint.regex(fmt)
+
+
 def _cut_at_stop(text: str, stops: Sequence[str]) -> str:
     ends = [text.find(s) + len(s) for s in stops if s in text]
     return text[: min(ends)] if ends else text
@@ -119,6 +143,7 @@ class RolloutOptions:
     responder: Optional[Callable[[int, int], str]] = None
     group_size: int = 1
     tree_expert: Optional[Callable[[int, int], str]] = None
+    constraint: Any = None  # the turns' decoding constraint (policy.action_format; `action_constraint`)
 
 
 @dataclasses.dataclass
@@ -241,7 +266,8 @@ class ActiveMem:
         c = self.config
         opts = RolloutOptions(seed=seed, greedy=greedy,
                               temperature=c.temperature if temperature is None else temperature,
-                              tree_rule=tree_rule, responder=responder, group_size=group_size, tree_expert=tree_expert)
+                              tree_rule=tree_rule, responder=responder, group_size=group_size, tree_expert=tree_expert,
+                              constraint=action_constraint(c, env))
         e = len(tasks)
         if e == 0:
             raise ValueError("rollout needs at least one task")
@@ -331,7 +357,8 @@ class ActiveMem:
         out = jax.device_get(out)
         if opts.responder is None:
             asked = [i for i in live if self._reads_response(env, i)]
-            outputs = (self._generate(prompts, asked, out.latents, st.uids, turn, opts.seed, opts.temperature)
+            outputs = (self._generate(prompts, asked, out.latents, st.uids, turn, opts.seed, opts.temperature,
+                                      opts.constraint)
                        if asked else {})
             texts = {i: _cut_at_stop(self.model.tokenizer.decode(o.token_ids, skip_special_tokens=True),
                                      self.stop_strings) for i, o in outputs.items()}
@@ -405,7 +432,7 @@ class ActiveMem:
         c = self.config
         return ((c.delimiter,) if c.step_mode == "delimiter" else ()) + tuple(c.stop)
 
-    def _generate(self, prompts, live, latents, uids, turn, seed, temperature) -> dict:
+    def _generate(self, prompts, live, latents, uids, turn, seed, temperature, constraint=None) -> dict:
         """The live episodes' turns on the engine, m_t spliced over the placeholders."""
         c = self.config
         handles = {}
@@ -413,7 +440,8 @@ class ActiveMem:
             for i in live:
                 p = prompts[i]
                 params = SamplingParams(temperature=temperature, top_p=c.top_p, max_tokens=c.max_tokens,
-                                        stop=self.stop_strings, seed=request_seed(seed, uids[i], turn))
+                                        stop=self.stop_strings, seed=request_seed(seed, uids[i], turn),
+                                        constraint=constraint)
                 if c.num_latents:
                     handles[i] = self.engine.submit(p.ids, params, latents=latents[i],
                                                     latent_positions=p.latent_pos)

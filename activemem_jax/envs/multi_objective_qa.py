@@ -25,6 +25,16 @@ from activemem_jax.metrics import exact_match, multi_objective_score, split_answ
 TAGS = ("think", "search", "answer", "information")
 
 
+def action_regex(max_chars: int = 400) -> str:
+    """The action format as one regex (policy.action_format="tags" decodes every turn under
+    it, activemem/rollout.py): an optional <think> block, then one <search> or one <answer>,
+    their texts without "<" and at most `max_chars` in all (half each), so a small model
+    ends its turn. Every full match parses as a search or an answer (`parse_action`)."""
+    think, act = max(1, max_chars // 2), max(2, max_chars - max_chars // 2)
+    return (rf"(<think>[^<]{{1,{think}}}</think>\n?)?"
+            rf"(<search>[ ]?[^<\s][^<]{{0,{act - 1}}}</search>|<answer>[^<]{{1,{act}}}</answer>)")
+
+
 def tags_balanced(text: str) -> bool:
     for tag in TAGS:
         opens = [m.start() for m in re.finditer(f"<{tag}>", text)]
@@ -74,6 +84,11 @@ class Episode:
 class MultiObjectiveQAEnv:
     """MEM1's environment (module doc). `expert` gives gold replies for SFT; the synthetic
     family's trainer uses its own oracle (`data.oracle`), which searches hop by hop."""
+
+    @staticmethod
+    def action_pattern(max_chars: int = 400) -> str:
+        """The regex policy.action_format="tags" decodes turns under (`action_regex`)."""
+        return action_regex(max_chars)
 
     def __init__(self, retriever, max_turns: int = 8, topk: int = 3, format_reward: float = 0.0):
         """format_reward: added to the reward of an episode that ends with a well-formed
