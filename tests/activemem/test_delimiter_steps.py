@@ -6,10 +6,10 @@ import pytest
 
 from activemem_jax.activemem import ActiveMem, PolicyConfig
 from activemem_jax.envs import MathEnv, SegmentedEnv
+from tests.activemem.shapes import SMALL
 
 TASK = {"id": "m0", "question": "What is 2 + 2?", "answer": "4"}
 SEGMENTS = ["Let me add the numbers.\n\n", "2 + 2 makes 4.\n\n", "The answer is \\boxed{4}"]
-SMALL = dict(capacity=64, max_children=4, max_depth=4, max_ops=4, hidden=64)
 
 
 def test_segmented_env_ends_on_the_last_segment_or_max_steps():

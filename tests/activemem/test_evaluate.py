@@ -12,6 +12,7 @@ from activemem_jax.metrics import compile_clock
 from activemem_jax.activemem import PolicyConfig, Step, Trajectory
 from activemem_jax.activemem import evaluate as ev
 from activemem_jax.envs import MultiObjectiveQAEnv
+from tests.activemem.shapes import SMALL
 
 
 def traj(answer, golds, peak, uid=0):
@@ -98,7 +99,7 @@ def test_evaluate_runs_every_n_in_one_batch_with_its_own_turn_budget(embedded_mo
     from activemem_jax.data import synthetic_world
 
     tasks = {n: synthetic_world.make_tasks(world, "test", n, 1, seed=0) for n in (1, 3)}
-    base = PolicyConfig(num_latents=2, max_tokens=12, capacity=64, max_ops=4)
+    base = PolicyConfig(num_latents=2, max_tokens=12, **SMALL)
     seen = []
     t0, c0 = time.perf_counter(), compile_clock.seconds()
     rows = ev.evaluate(embedded_model, engine, bm25, base, ["activemem", "plain"], tasks, lambda n: n + 1,
@@ -141,7 +142,7 @@ def test_registered_qa_task_closed_book_and_with_retrieval(embedded_model, engin
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"docid": "d1", "title": "Velmor", "text": "Velmor was founded in 1821 by Ada Kest."})
                       + "\n")
-    base = PolicyConfig(num_latents=0, use_tree=False, max_tokens=12, capacity=64, max_ops=4)
+    base = PolicyConfig(num_latents=0, use_tree=False, max_tokens=12, **SMALL)
     seen = {}
     for mode, extra in (("closed_book", {}), ("retrieval", {"corpus": str(corpus)})):
         d = ml_collections.ConfigDict({**dict(name="multi_objective_qa", qa_files=(str(qa),), index="", corpus="",

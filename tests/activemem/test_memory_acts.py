@@ -79,8 +79,9 @@ def test_recall_tasks_and_env():
 def scripted(embedded_model, engine):
     """Expert recall episodes through the tree by the threshold rule, with non-zero write
     heads (so residuals and gates are not trivial): 3 facts, 5 questions (some asked twice,
-    so a question also reads a node an earlier question updated)."""
-    cfg = PolicyConfig(num_latents=1, hidden=32, capacity=32, max_depth=4, max_ops=8, max_tokens=3,
+    so a question also reads a node an earlier question updated). The tiny demo config's
+    tree and controller sizes, as test_recall_baselines.py: the programs compile once."""
+    cfg = PolicyConfig(num_latents=1, hidden=256, capacity=64, max_depth=4, max_ops=8, max_tokens=3,
                        layout="observation", tree_scope="episode", system_prompt="")
     pol = ActiveMem(embedded_model, engine, cfg, seed=0)
     ctrl = pol.controller
@@ -241,7 +242,7 @@ def test_responses_nothing_reads_are_not_generated(embedded_model, engine, layou
     """With the observation layout a fact turn's response is neither scored nor shown
     again: the rollout asks the engine for the questions' answers only. A layout that
     carries responses forward generates every turn."""
-    cfg = PolicyConfig(num_latents=1, hidden=32, capacity=32, max_depth=4, max_ops=8, max_tokens=3,
+    cfg = PolicyConfig(num_latents=1, hidden=256, capacity=64, max_depth=4, max_ops=8, max_tokens=3,
                        layout=layout, tree_scope="episode", system_prompt="")
     pol = ActiveMem(embedded_model, engine, cfg, seed=0)
     tasks = make_recall_tasks("train", 2, 2, seed=0, n_questions=3)

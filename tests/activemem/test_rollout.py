@@ -8,10 +8,11 @@ from activemem_jax.activemem import ActiveMem, PolicyConfig, Step, Trajectory, c
 from activemem_jax.data import synthetic_world
 from activemem_jax.envs import MultiObjectiveQAEnv
 from activemem_jax.memory import tree as hlmt
+from tests.activemem.shapes import SMALL as SHARED
 
 pytestmark = pytest.mark.slow
 
-SMALL = dict(capacity=64, max_children=4, max_depth=4, max_ops=4, max_tokens=24, hidden=64)
+SMALL = dict(SHARED, max_tokens=24)
 
 
 @pytest.fixture(scope="module")
