@@ -51,8 +51,11 @@ def evaluate_before_after(trainer) -> tuple:
     ts = held_out(trainer)
     rows = []
     for name, restore in (("before", None), ("after", lambda p: _load_trained(p, trainer))):
-        if name == "before" and trainer.params["lora"]:
-            trainer.engine.set_weights(trainer.model.state)
+        if trainer.params["lora"]:  # before: the backbone's own weights; after: the trained adapters merged in
+            if name == "before":
+                trainer.engine.set_weights(trainer.model.state)
+            else:
+                trainer._sync_policy()
         for r in evaluate_held_out(trainer.model, trainer.engine, ts, trainer.run, trainer.policy.config, restore):
             rows.append({**r, "variant": name})
     trainer._sync_policy()

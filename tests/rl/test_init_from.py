@@ -143,3 +143,27 @@ def test_backbone_records_compare_on_the_fields_both_hold():
     assert backbone_mismatch({}, {"path": "/b"}) == ""  # a checkpoint written before records were kept
     assert backbone_mismatch({"hidden_size": 64, "num_layers": 2}, {"hidden_size": 576, "num_layers": 2}) == \
         "model.hidden_size: checkpoint 64 vs this run 576"
+
+
+def test_the_after_rows_of_a_lora_run_decode_with_its_adapters(tmp_path, tiny_model, tiny_engine, monkeypatch):
+    """launch.train's before / after evaluation: before decodes with the backbone's own
+    weights, after with the trained adapters merged in (it decoded with the backbone's own
+    weights too until this was fixed: a LoRA run's two rows came out identical)."""
+    from launch import held_out
+    from launch import train as train_launch
+
+    trainer = make_trainer(tmp_path / "run", tiny_model, tiny_engine, lora_rank=2)
+    try:
+        trainer.params["lora"] = jax.tree.map(lambda x: x + 0.05, trainer.params["lora"])  # trained: B != 0
+        seen = []
+        monkeypatch.setattr(train_launch, "held_out", lambda t: None)
+        monkeypatch.setattr(held_out, "evaluate_held_out",
+                            lambda model, engine, ts, run, base, restore: seen.append(engine._params) or [])
+        train_launch.evaluate_before_after(trainer)
+        leaves = lambda state: [np.asarray(x) for x in jax.tree.leaves(state)]  # noqa: E731
+        before, after = leaves(seen[0]), leaves(seen[1])
+        assert all(np.array_equal(b, m) for b, m in zip(before, leaves(tiny_model.state)))
+        assert any(not np.array_equal(a, m) for a, m in zip(after, leaves(tiny_model.state)))
+    finally:
+        tiny_engine.set_weights(tiny_model.state)
+        trainer.close()
