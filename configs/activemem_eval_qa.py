@@ -19,6 +19,7 @@ field. Restore a trained controller with --config.checkpoint=<run>/checkpoints.
 
 import ml_collections
 
+from activemem_jax.activemem.text_memory import eval_fields
 from configs.activemem_base import policy_defaults
 
 
@@ -41,7 +42,7 @@ def get_config(table: str = "table7") -> ml_collections.ConfigDict:
         n_objectives=(1, 2, 4, 8, 16) if table == "table7" else (1,),
         n_tasks=100 if table == "table7" else 500, max_turns=12))
     c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=33,
-                                           memory_topk=3, memory_chars=1500, memory_batch=1, memory_forget_tasks=100))
+                                           **eval_fields()))  # memorybank / expel (text_memory.py)
     c.variants = ("activemem", "plain", "truncate")
     c.temperature = 0.01   # paper 6.1 evaluation temperature
     c.seed = 0

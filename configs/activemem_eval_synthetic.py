@@ -11,6 +11,7 @@ injection), --config.policy.use_tree=False (w/o HLMT), --config.policy.tree_acti
 
 import ml_collections
 
+from activemem_jax.activemem.text_memory import eval_fields
 from configs.activemem_base import policy_defaults
 
 
@@ -24,7 +25,7 @@ def get_config() -> ml_collections.ConfigDict:
         seed=0, n_entities=2000, split="test", n_objectives=(1, 2, 4, 8, 16), n_tasks=2))
     # turns per episode: min(max_turns_cap, turns_per_objective * N + extra_turns), as training's eval section
     c.eval = ml_collections.ConfigDict(dict(turns_per_objective=2, extra_turns=1, max_turns_cap=12,
-                                           memory_topk=3, memory_chars=1500, memory_batch=1, memory_forget_tasks=100))
+                                           **eval_fields()))  # memorybank / expel (text_memory.py)
     c.variants = ("activemem", "plain", "truncate")
     c.temperature = 0.01   # paper 6.1 evaluation temperature
     c.seed = 0

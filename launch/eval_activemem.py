@@ -71,8 +71,7 @@ def run(cfg) -> dict:
     written = {v: {str(n): s for n, s in by_n.items()} for v, by_n in summary.items()}
     if ts.baselines is not None:  # the rules that need no learning, on the same tasks
         written["baselines"] = {k: v for k, v in ts.baselines(ts.tasks).items() if k != "units"}
-        print("baselines on the same tasks: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                                         for k, v in written["baselines"].items()))
+        print("baselines on the same tasks: " + report.rules_line(written["baselines"]))
     with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
         json.dump(written, f, indent=1)
     table = report.format_table(summary)

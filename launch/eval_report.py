@@ -119,6 +119,12 @@ def format_recall_baselines(b: dict) -> str:
             f"a perfect memory of the last k facts, k = {memory}; ceiling {b['ceiling']:.3f}")
 
 
+def rules_line(rules: dict) -> str:
+    """The rules that need no learning as one line: "chance 0.200, majority 0.250, ..."
+    (scores to 3 places, other values, e.g. the majority letter, as they are)."""
+    return ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in rules.items())
+
+
 def verdict_line(summary: dict) -> str:
     """The line that states `recall_verdict`'s summary: the means, the margin over the best
     untrained comparison and, with two seeds or more, the interval and the verdict."""

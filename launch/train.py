@@ -191,8 +191,7 @@ def main(argv):
                 rules = ts.baselines(ts.tasks)
                 summary["eval"]["baselines"] = {k: v for k, v in rules.items() if k != "units"}
                 print(f"baselines on the same {len(ts.tasks)} tasks, scored as the environment scores them: "
-                      + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                  for k, v in summary["eval"]["baselines"].items()))
+                      + report.rules_line(summary["eval"]["baselines"]))
     except preemption.Preempted as e:
         preempted = e
         summary["preempted"] = {"signal": e.signum, "step": e.step, "checkpoints": e.saved}

@@ -66,6 +66,14 @@ class TextMemoryConfig:
                    forget_tasks=int(get("memory_forget_tasks", d.forget_tasks)))
 
 
+def eval_fields() -> dict:
+    """An eval config section's memory_* fields at TextMemoryConfig's defaults (what
+    `TextMemoryConfig.from_eval` reads), so a config can take them as overrides."""
+    d = TextMemoryConfig()
+    return {"memory_topk": d.topk, "memory_chars": d.max_chars, "memory_batch": d.batch,
+            "memory_forget_tasks": d.forget_tasks}
+
+
 @dataclasses.dataclass
 class Entry:
     uid: int                  # the order stored (0, 1, ...)
@@ -284,5 +292,5 @@ def summary(rows: Sequence[dict]) -> dict:
             "memory_forgotten": sum(r["memory_forgotten"] for r in rs)}
 
 
-__all__ = ["Entry", "POLICIES", "TELEMETRY", "TextMemory", "TextMemoryConfig", "rollout_with_memory", "summary",
+__all__ = ["Entry", "POLICIES", "eval_fields", "TELEMETRY", "TextMemory", "TextMemoryConfig", "rollout_with_memory", "summary",
            "summarize_turns", "task_text"]

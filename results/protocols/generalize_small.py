@@ -1,10 +1,6 @@
 from configs.activemem_generalize_cpu import get_config as full
+from results.protocols.continual_small import small
 
 
 def get_config():
-    c = full()
-    c.out_dir = "runs/practice_generalize_small"
-    c.policy.max_tokens = 96
-    c.eval.n_tasks = 8
-    c.sources = tuple(dict(s, steps=2, sft_steps=1) for s in c.sources)
-    return c
+    return small(full(), "runs/practice_generalize_small", "sources")
