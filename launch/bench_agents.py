@@ -8,7 +8,13 @@ itself through the in-process engine (wall time and tokens at equal budgets), an
 oracle's replies paced by that engine (each call prefills the real prompt and decodes as
 many tokens as the reply: both agents follow the gold protocol and pay real compute).
 
+With --free, HyMem runs the oracle's own tasks on the embedded model through the real engine
+with no oracle at all, each turn decoded under its protocol's grammar (constrained="on",
+hymem/grammars.py): its accuracy, answered share, planner turns and tokens print beside the
+oracle-driven run of the same tasks (the 135M may answer wrongly; the point is that it acts).
+
     python launch/bench_agents.py [--objectives 1,4,8] [--tasks 3] [--embedded [--weights bf16w] [--paced-only]]
+    python launch/bench_agents.py --objectives 1,4 --tasks 3 --free [--free-turns 6]
 """
 
 from __future__ import annotations
@@ -31,6 +37,56 @@ def context_by_turn(trace, space):
     return [e["prompt_tokens"] for e in trace if e["type"] == "model_call" and e["space"] == space]
 
 
+def gold(task) -> str:
+    return "; ".join(a[0] for a in task["answers"])
+
+
+def free_run(model, tools, by_n, ns, oracle_rows, planner_turns: int, max_tokens: int) -> list:
+    """HyMem on the oracle's tasks with the embedded model deciding every turn (no oracle),
+    each turn decoded under its protocol's grammar; a row per N beside the oracle's."""
+    from hymem import HyMemAgent, HyMemConfig
+    from hymem.llm import EngineClient
+
+    from activemem_jax import build
+
+    engine = build.engine(build.config(engine={"max_slots": 8, "max_len": 4096}), model)
+    client = EngineClient(engine)
+    cfg = HyMemConfig(planner_turns=planner_turns, constrained="on",
+                      sampling={"temperature": 0.0, "max_tokens": max_tokens})
+    out = []
+    try:
+        for n in ns:
+            per = []
+            for task in by_n[n]:
+                engine.clear_prefix_cache()
+                t0 = time.perf_counter()
+                res = HyMemAgent(client, tools, cfg).run(task["question"])
+                calls = [e for e in res.trace if e["type"] == "model_call"]
+                per.append({"correct": res.answer == gold(task), "answered": bool(res.answer),
+                            "turns": len(context_by_turn(res.trace, "planner")),
+                            "tokens": sum(e["prompt_tokens"] + e["completion_tokens"] for e in calls),
+                            "tools": sum(e["type"] == "tool_call" for e in res.trace),
+                            "wall": time.perf_counter() - t0, "answer": res.answer, "gold": gold(task)})
+            oracle = next(r for r in oracle_rows if r["agent"] == "hymem" and r["n_objectives"] == n)
+            row = {"n_objectives": n, "tasks": len(per), "planner_turns_cap": planner_turns,
+                   "accuracy": sum(p["correct"] for p in per) / len(per),
+                   "answered": sum(p["answered"] for p in per) / len(per),
+                   "turns": statistics.mean(p["turns"] for p in per),
+                   "tokens": statistics.mean(p["tokens"] for p in per),
+                   "tool_calls": statistics.mean(p["tools"] for p in per),
+                   "wall_s": statistics.mean(p["wall"] for p in per), "per_task": per,
+                   "oracle": {k: oracle[k] for k in ("oracle_solved", "turns", "tokens", "tool_calls")}}
+            out.append(row)
+            print(f"N={n} HyMem, embedded model, no oracle, constrained: accuracy {row['accuracy']:.2f} "
+                  f"(oracle-driven {oracle['oracle_solved']:.2f}), answered {row['answered']:.2f}, planner turns "
+                  f"{row['turns']:.1f} (oracle {oracle['turns']:.1f}), tokens {row['tokens']:.0f} "
+                  f"(oracle {oracle['tokens']:.0f}), tool calls {row['tool_calls']:.1f} "
+                  f"(oracle {oracle['tool_calls']:.1f}), {row['wall_s']:.0f} s a task")
+    finally:
+        engine.close()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--objectives", default="1,4,8")
@@ -40,6 +96,10 @@ def main():
                     help="with --embedded: only the oracle paced by the engine (wall time, prefix-cache share)")
     ap.add_argument("--weights", choices=("f32", "bf16w"), default="f32",
                     help="embedded model: f32, or bf16 weights with f32 activations")
+    ap.add_argument("--free", action="store_true",
+                    help="also run HyMem on the same tasks on the embedded model, no oracle, turns constrained")
+    ap.add_argument("--free-turns", type=int, default=6, help="with --free: planner turns per task")
+    ap.add_argument("--free-max-tokens", type=int, default=256, help="with --free: tokens per model call")
     ap.add_argument("--out", default="bench_results/agents.json")
     args = ap.parse_args()
 
@@ -74,7 +134,7 @@ def main():
                 per.append({"turns": len(ctx), "ctx": ctx, "tokens": sum(e["prompt_tokens"] + e["completion_tokens"]
                                                                           for e in calls),
                             "tools": sum(e["type"] == "tool_call" for e in result.trace), "wall": wall,
-                            "correct": result.answer == "; ".join(a[0] for a in task["answers"])})
+                            "correct": result.answer == gold(task)})
             at = lambda k: statistics.mean(p["ctx"][min(k, len(p["ctx"])) - 1] for p in per)  # noqa: E731
             row = {"n_objectives": n, "agent": name, "turns": statistics.mean(p["turns"] for p in per),
                    "ctx_turn1": at(1), "ctx_turn12": at(12), "peak_ctx": max(max(p["ctx"]) for p in per),
@@ -93,6 +153,8 @@ def main():
     print("HyMem planner / ReAct context at turn 12 (or the last turn): "
           + ", ".join(f"N={n}: {v:.2f}" for n, v in ratios.items()))
     result = {"oracle": rows, "planner_over_react_turn12": ratios}
+    if args.free:
+        result["free"] = free_run(model, tools, by_n, ns, rows, args.free_turns, args.free_max_tokens)
     if args.embedded:
         from hymem.llm import EngineClient
 

@@ -11,14 +11,15 @@ from typing import Optional
 
 def format_table(summary: dict) -> str:
     lines = ["| variant | N | tasks | EM | F1 | peak tokens | task statement | peak beyond the task "
-             "| dependency | time/traj s (no compile) | compile s | turns |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| dependency | time/traj s (no compile) | compile s | turns | format failures |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v, by_n in summary.items():
         for n, s in by_n.items():
             lines.append(f"| {v} | {n} | {s['tasks']} | {s['em']:.3f} | {s['f1']:.3f} | "
                          f"{s['peak_tokens']:.0f} | {s['task_tokens']:.0f} | {s['peak_beyond_task']:.0f} | "
                          f"{s['dependency_length']:.3g} | {s['time_s']:.1f} | "
-                         f"{s['compile_s']:.1f} | {s['turns']:.1f} |")
+                         f"{s['compile_s']:.1f} | {s['turns']:.1f} | "
+                         + (f"{s['format_failure']:.2f} |" if "format_failure" in s else "- |"))
     return "\n".join(lines)
 
 

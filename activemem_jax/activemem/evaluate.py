@@ -73,7 +73,10 @@ def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict
             "peak_tokens": traj.peak_tokens, "task_tokens": task_tokens,
             "peak_beyond_task": traj.peak_tokens - task_tokens, "dependency_length": traj.dependency_length,
             "time_s": round(traj.time_s, 3), "compile_s": round(traj.compile_s, 3),
-            "turns": len(traj.steps),
+            "turns": len(traj.steps), "format_failure": format_failure(traj),
+            # tool-call telemetry where the environment keeps it (QA: searches; the search agent:
+            # opens, tool_calls and capped, envs/search_agent.py)
+            **{k: traj.info[k] for k in ("searches", "opens", "tool_calls", "capped") if k in traj.info},
             "tree_actions": [s.tree_action for s in traj.steps],
             "context_overflow": bool(traj.info.get("context_overflow", False)),
             "responses": [s.text for s in traj.steps],
@@ -82,6 +85,20 @@ def trajectory_row(variant: str, traj: Trajectory, task_tokens: int = 0) -> dict
             # FEVER: label right and a gold evidence set among the retrieved pages (envs/fever.py;
             # None where the claim has no evidence ids)
             **({"fever_score": traj.info["fever_score"]} if "fever_score" in traj.info else {})}
+
+
+def format_failure(traj: Trajectory) -> Optional[float]:
+    """The share of a trajectory's replies that were not a well-formed action by its
+    environment's own parser: the QA environments count invalid turns (neither one search
+    nor one answer: `info["invalid"]`), a one-turn environment (choice, math) whose reply
+    gave no parsable answer fails its one turn; None where the environment says neither."""
+    info = traj.info
+    if "invalid" in info:
+        return info["invalid"] / max(len(traj.steps), 1)
+    key = next((k for k in ("answer", "prediction") if k in info), None)
+    if key is not None and len(traj.steps) == 1:
+        return float(info[key] is None)
+    return None
 
 
 def evaluate(model, engine, retriever, base: PolicyConfig, variants: Sequence[str],
@@ -143,9 +160,16 @@ def summarize(rows: Sequence[dict]) -> dict:
     for r in rows:
         out.setdefault(r["variant"], {}).setdefault(r["n_objectives"], []).append(r)
     return {v: {n: {"tasks": len(rs), **{m: sum(r[m] for r in rs) / len(rs) for m in METRICS},
-                    "peak_tokens_max": max(r["peak_tokens"] for r in rs), **_fever(rs), **tm.summary(rs)}
+                    "peak_tokens_max": max(r["peak_tokens"] for r in rs), **_format(rs), **_fever(rs),
+                    **tm.summary(rs)}
                 for n, rs in sorted(by_n.items())}
             for v, by_n in out.items()}
+
+
+def _format(rows: Sequence[dict]) -> dict:
+    """format_failure's mean over the rows whose environment says it (`format_failure`)."""
+    shares = [r["format_failure"] for r in rows if r.get("format_failure") is not None]
+    return {"format_failure": sum(shares) / len(shares)} if shares else {}
 
 
 def _fever(rows: Sequence[dict]) -> dict:
@@ -381,7 +405,7 @@ def _sort_questions(trajectory, episode: int, seen: dict, asked: dict, leaves: d
 
 
 __all__ = ["COT_INSTRUCTION", "METRICS", "VARIANTS", "check_forced_writes", "evaluate", "evaluate_recall",
-           "evaluate_streams", "question_kinds", "recall_verdict", "summarize", "task_tokens", "trajectory_row",
+           "evaluate_streams", "format_failure", "question_kinds", "recall_verdict", "summarize", "task_tokens", "trajectory_row",
            "unit_scores", "variant_config"]
 
 

@@ -81,11 +81,13 @@ def sample(logits, temperature, top_k, top_p, seeds, steps, top: bool = True, ma
     logits = apply_mask(logits, mask)
     greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
+    n = min(CANDIDATES, logits.shape[-1])  # a vocabulary smaller than the candidate set
+
     def draw(_):
         scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
-        vals, ids = jax.lax.top_k(scaled, CANDIDATES)
-        rank = jnp.arange(CANDIDATES)[None, :]
-        keep = rank < jnp.where(top_k > 0, jnp.minimum(top_k, CANDIDATES), CANDIDATES)[:, None]
+        vals, ids = jax.lax.top_k(scaled, n)
+        rank = jnp.arange(n)[None, :]
+        keep = rank < jnp.where(top_k > 0, jnp.minimum(top_k, n), n)[:, None]
         probs = jax.nn.softmax(jnp.where(keep, vals, -jnp.inf), axis=-1)
         keep = keep & ((jnp.cumsum(probs, axis=-1) - probs) < top_p[:, None])
         keys = jax.vmap(lambda s, t: jax.random.fold_in(jax.random.PRNGKey(s), t))(seeds, steps)
@@ -101,7 +103,10 @@ def sample(logits, temperature, top_k, top_p, seeds, steps, top: bool = True, ma
     chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
     if not top:
         return tokens, chosen, None, None
-    top_lp, top_ids = jax.lax.top_k(logprobs, TOP_LOGPROBS)
+    top_lp, top_ids = jax.lax.top_k(logprobs, min(TOP_LOGPROBS, logprobs.shape[-1]))
+    if top_lp.shape[-1] < TOP_LOGPROBS:  # a tiny vocabulary: pad to the fixed width, never chosen
+        pad = ((0, 0), (0, TOP_LOGPROBS - top_lp.shape[-1]))
+        top_lp, top_ids = jnp.pad(top_lp, pad, constant_values=-jnp.inf), jnp.pad(top_ids, pad)
     return tokens, chosen, top_lp, top_ids.astype(jnp.int32)
 
 

@@ -10,6 +10,9 @@ turns-left hint) or <answer>a1; a2; ...</answer> (the episode ends; reward = sum
 per-question EM, 0 if the answer count differs from the questions' or a tag is left
 unbalanced). Anything else gets a format hint as the observation and uses a turn. No
 string makes it raise.
+
+A subclass adds tools (envs/search_agent.py: <open>docid</open>) through `parse` (its
+`tools` for `parse_action` and `action_regex`) and `call_tool` (a tool call's observation).
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ from activemem_jax.metrics import exact_match, multi_objective_score, split_answ
 TAGS = ("think", "search", "answer", "information")
 
 
-def action_regex(max_chars: int = 400) -> str:
+def action_regex(max_chars: int = 400, tools: Sequence[str] = ("search",)) -> str:
     """The action format as one regex (policy.action_format="tags" decodes every turn under
-    it, activemem/rollout.py): an optional <think> block, then one <search> or one <answer>,
-    their texts without "<" and at most `max_chars` in all (half each), so a small model
-    ends its turn. Every full match parses as a search or an answer (`parse_action`)."""
+    it, activemem/rollout.py): an optional <think> block, then one tool call (<search> by
+    default; each of `tools`) or one <answer>, their texts without "<" and at most
+    `max_chars` in all (half each), so a small model ends its turn. Every full match parses
+    as a tool call or an answer (`parse_action` with the same `tools`)."""
     think, act = max(1, max_chars // 2), max(2, max_chars - max_chars // 2)
+    calls = "".join(rf"<{tool}>[ ]?[^<\s][^<]{{0,{act - 1}}}</{tool}>|" for tool in tools)
     return (rf"(<think>[^<]{{1,{think}}}</think>\n?)?"
-            rf"(<search>[ ]?[^<\s][^<]{{0,{act - 1}}}</search>|<answer>[^<]{{1,{act}}}</answer>)")
+            rf"({calls}<answer>[^<]{{1,{act}}}</answer>)")
 
 
-def tags_balanced(text: str) -> bool:
-    for tag in TAGS:
+def tags_balanced(text: str, tags: Sequence[str] = TAGS) -> bool:
+    for tag in tags:
         opens = [m.start() for m in re.finditer(f"<{tag}>", text)]
         closes = [m.start() for m in re.finditer(f"</{tag}>", text)]
         if len(opens) != len(closes) or any(c < o for o, c in zip(opens, closes)):
@@ -46,27 +51,30 @@ def tags_balanced(text: str) -> bool:
 
 @dataclasses.dataclass
 class Action:
-    kind: str  # "search" | "answer" | "invalid"
+    kind: str  # "search" (a tool's name) | "answer" | "invalid"
     content: str = ""
     think: str = ""
     balanced: bool = True
 
 
-def parse_action(text: str) -> Action:
+def parse_action(text: str, tools: Sequence[str] = ("search",)) -> Action:
+    """A reply as one action: exactly one tool call (<search> by default; each of `tools`,
+    kind = its tag) with a non-empty text and every tag balanced, or one <answer> (its
+    balance kept in `balanced`, which the reward reads); anything else is "invalid"."""
     text = text if isinstance(text, str) else str(text)
-    balanced = tags_balanced(text)
+    balanced = tags_balanced(text, TAGS + tuple(t for t in tools if t not in TAGS))
     think = re.search(r"<think>(.*?)</think>", text, re.S)
-    searches = re.findall(r"<search>(.*?)</search>", text, re.S)
+    calls = [(tool, c) for tool in tools for c in re.findall(rf"<{tool}>(.*?)</{tool}>", text, re.S)]
     answers = re.findall(r"<answer>(.*?)</answer>", text, re.S)
     think_text = think.group(1).strip() if think else ""
-    if len(searches) + len(answers) != 1 or "<information>" in text:
+    if len(calls) + len(answers) != 1 or "<information>" in text:
         return Action("invalid", think=think_text, balanced=balanced)
     if answers:
         return Action("answer", answers[0].strip(), think_text, balanced)
-    query = searches[0].strip()
-    if not query or not balanced:
+    tool, content = calls[0][0], calls[0][1].strip()
+    if not content or not balanced:
         return Action("invalid", think=think_text, balanced=balanced)
-    return Action("search", query, think_text, balanced)
+    return Action(tool, content, think_text, balanced)
 
 
 @dataclasses.dataclass
@@ -84,6 +92,8 @@ class Episode:
 class MultiObjectiveQAEnv:
     """MEM1's environment (module doc). `expert` gives gold replies for SFT; the synthetic
     family's trainer uses its own oracle (`data.oracle`), which searches hop by hop."""
+
+    format_hint = prompts.FORMAT_HINT  # the observation after an invalid reply
 
     @staticmethod
     def action_pattern(max_chars: int = 400) -> str:
@@ -118,7 +128,7 @@ class MultiObjectiveQAEnv:
     def step(self, actions: Sequence[str]):
         if len(actions) != len(self.episodes):
             raise ValueError(f"{len(actions)} actions for {len(self.episodes)} episodes")
-        parsed = [parse_action(a) for a in actions]
+        parsed = [self.parse(i, a) for i, a in enumerate(actions)]
         live = [i for i, ep in enumerate(self.episodes) if not ep.done]
         search_ids = [i for i in live if parsed[i].kind == "search"]
         results = dict(zip(search_ids, self.retriever.batch_search(
@@ -136,14 +146,11 @@ class MultiObjectiveQAEnv:
                     if act.balanced and self.well_formed(ep.task, act.content):
                         reward += self.format_reward
                     ep.done, ep.reward = True, reward
-                elif act.kind == "search":
-                    ep.searches += 1
-                    ep.retrieved += [{"docid": d.get("docid"), "title": d.get("title", "")} for d in results[i]]
-                    text = (f"<information>{format_docs(results[i])}</information>\n\n"
-                            + prompts.turns_left_hint(left))
-                else:
+                elif act.kind == "invalid":
                     ep.invalid += 1
-                    text = prompts.FORMAT_HINT + "\n\n" + prompts.turns_left_hint(left)
+                    text = self.format_hint + "\n\n" + prompts.turns_left_hint(left)
+                else:
+                    text = self.call_tool(ep, act, results.get(i), left)
                 if not ep.done and left <= 0:
                     ep.done = True  # out of turns without an answer: reward 0
             obs.append(text)
@@ -151,6 +158,21 @@ class MultiObjectiveQAEnv:
             dones.append(ep.done)
             infos.append(self.info(ep))
         return obs, rewards, dones, infos
+
+    def parse(self, i: int, text: str) -> Action:
+        """Episode i's reply as an action (`parse_action`); a subclass with more tools
+        parses them here, and may read the episode's state (envs/search_agent.py: a tool
+        call past its cap)."""
+        return parse_action(text)
+
+    def call_tool(self, ep: Episode, act: Action, docs: Optional[list], left: int) -> str:
+        """Serve a tool call (a kind `parse` gives other than answer and invalid) and return
+        its observation; `docs`: a search's hits (the retriever's, batched over the
+        episodes), `left`: the turns left. Here the one tool, search: MEM1's
+        <information> and the turns-left hint."""
+        ep.searches += 1
+        ep.retrieved += [{"docid": d.get("docid"), "title": d.get("title", "")} for d in docs]
+        return f"<information>{format_docs(docs)}</information>\n\n" + prompts.turns_left_hint(left)
 
     @staticmethod
     def answer_score(task: dict, answer: str) -> float:

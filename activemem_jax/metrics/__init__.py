@@ -9,6 +9,8 @@
   lowercased, punctuation removed).
 - `last_boxed`: the content of a text's last \\boxed{...} (MATH's answer mark).
 - `peak_tokens`, `dependency_length`, `pass_at_k`: docs/design.md#metrics.
+- `widesearch`: WideSearch's Item-F1, Row-F1 and success rate of an agent's table
+  (`score_table`; deterministic, no LLM judge: the module says what it approximates).
 - `intervals`: Student's t over trained seeds, and a two-level bootstrap over seeds and
   test units for a trained-versus-rule margin (command 1's LEARNED verdict).
 """

@@ -39,7 +39,8 @@ class TaskSet:
 
     tasks: the task dicts ({id, question, questions?, answers, files?, level?, ...}).
     make_env: ActiveMem's environment factory, `make_env()` or `make_env(max_turns)`;
-        None for a family only agents run (gaia, browsecomp_plus).
+        None where ActiveMem cannot run a family (gaia, browsecomp_plus without a search
+        backend).
     search: the search backend (a retriever with `search(query, k)`), or None
         (closed-book, or files only).
     documents: the corpus the agents' search tools may open (web_parse); () when none.
@@ -86,8 +87,10 @@ def build_tasks(cfg, model=None) -> TaskSet:
 def require_env(ts: TaskSet, name: str, where: str = "data") -> TaskSet:
     """ts, if ActiveMem can run it (it has an environment factory)."""
     if ts.make_env is None:
-        raise ValueError(f"{where}.name={name!r} is an agent benchmark with no ActiveMem environment: "
-                         "evaluate agents on it with `python -m launch.eval_agents`, or pick a task with one "
+        raise ValueError(f"{where}.name={name!r} is an agent benchmark with no ActiveMem environment: its "
+                         f"search agent needs a search backend ({where}.corpus for browsecomp_plus, or "
+                         f"{where}.retrieval_url); or evaluate agents on it with `python -m launch.eval_agents`, "
+                         "or pick another task "
                          "(activemem_jax/tasks/: synthetic, multi_objective_qa, single_qa, recall, ...)")
     return ts
 

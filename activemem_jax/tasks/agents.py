@@ -1,6 +1,12 @@
 """The agent benchmarks of the HyMem paper: gaia and browsecomp_plus (the synthetic world,
 registered in synthetic.py, serves both papers).
 
+ActiveMem runs them as a search agent (envs/search_agent.py: search and open over the
+family's search backend, at most 100 tool calls, the answer scored by the family's scorer)
+where the family has a search backend: BrowseComp-Plus's `corpus` (BM25) or a
+`retrieval_url`; GAIA ships no corpus, so only with `retrieval_url`. Without one,
+`make_env` is None and ActiveMem's trainer and evaluator refuse the family.
+
 Benchmark hygiene (docs/design_hymem.md#benchmark-hygiene): a GAIA task's question names its
 attachment and `files` is all its parse_file may read (never the benchmark directory and
 its metadata). `text_only` filters GAIA as the paper's A.1 does ("text-only instances"):
@@ -18,7 +24,7 @@ import os
 import random
 from typing import Callable
 
-from activemem_jax.tasks._registry import TaskSet, register
+from activemem_jax.tasks._registry import TaskSet, answer_score, register
 from activemem_jax.tasks.qa import corpus_search
 
 ATTACHMENT_NOTE = "\n\nThe task comes with an attached file: {name} (read it with parse_file)."
@@ -64,23 +70,46 @@ def gaia(d, model=None) -> TaskSet:
 
     rows = [r for r in load_gaia(d.path, bad_rows=d.bad_rows)
             if gaia_keeps(r, d.text_only)][: d.n_tasks]
-    return TaskSet([gaia_task(r) for r in rows], search=corpus_search(d, ()), score=gaia_score, group=level)
+    search = corpus_search(d, ())
+    return TaskSet([gaia_task(r) for r in rows], search_agent_env(d, search, (), gaia_score), search,
+                   score=gaia_score, group=level)
 
 
 @register("browsecomp_plus")
 def browsecomp_plus(d, model=None) -> TaskSet:
     """BrowseComp-Plus: `queries` (decrypted with `canary` where encrypted) and its
-    `corpus`; `n_tasks` picked by `balance` (`select_balanced`)."""
+    `corpus`; `n_tasks` picked by `balance` (`select_balanced`). A task keeps the docids of
+    its gold and evidence documents (the search agent's expert opens them)."""
     from activemem_jax.data.loaders import load_browsecomp_plus
 
     data = load_browsecomp_plus(d.queries, d.corpus, canary=d.canary or None, bad_rows=d.bad_rows)
     balance = d.balance
     level_of = levels(data["queries"], balance)
     rows = select_balanced(data["queries"], balance, d.n_tasks, d.seed)
-    tasks = [{"id": r["id"], "question": r["question"], "answers": [r["answers"]], "level": level_of(r)}
-             for r in rows]
-    docs = data["corpus"]
-    return TaskSet(tasks, search=corpus_search(d, docs), documents=docs, group=level)
+    tasks = [{"id": r["id"], "question": r["question"], "answers": [r["answers"]], "level": level_of(r),
+              "gold_docs": docids(r["gold_docs"]), "evidence_docs": docids(r["evidence_docs"])} for r in rows]
+    docs = data.get("corpus", [])
+    search = corpus_search(d, docs)
+    return TaskSet(tasks, search_agent_env(d, search, docs, answer_score), search, documents=docs, group=level)
+
+
+def docids(entries) -> list[str]:
+    """The docids of a BrowseComp-Plus document list (rows {"docid", ...}, or bare ids)."""
+    return [str(e["docid"]) if isinstance(e, dict) else str(e) for e in entries or []]
+
+
+def search_agent_env(d, search, documents, score):
+    """A factory of ActiveMem's search-agent environment over `search` (`open` reads
+    `documents`, indexed once here), the final answer scored by `score`; None without a
+    search backend. data.max_turns bounds its turns (Table 10's protocol: 101 or more, so
+    the 100-tool-call cap is what binds)."""
+    if search is None:
+        return None
+    from activemem_jax.envs.search_agent import SearchAgentEnv
+
+    by_docid = {str(doc["docid"]): doc for doc in documents}
+    return lambda max_turns=None: SearchAgentEnv(search, score, by_docid, max_turns=max_turns or d.max_turns,
+                                                 topk=d.retrieval_topk, format_reward=d.format_reward)
 
 
 def levels(rows: list, balance: str) -> Callable[[dict], object]:

@@ -53,6 +53,23 @@ def test_fever_score_reaches_the_rows_and_averages_over_the_claims_that_have_evi
     assert "fever_score" not in s["plain"][1]
 
 
+def test_format_failure_is_the_share_of_replies_the_environment_could_not_parse():
+    qa = traj("Paris; Rome", [["Paris"], ["Rome"]], 100)
+    qa.info["invalid"] = 1  # one of its two turns was neither one search nor one answer
+    one = traj("x", [["x"]], 100, 1)
+    one.steps, one.info = one.steps[:1], {"answer": None}  # a one-turn reply with no parsable answer
+    math = traj("4", [["4"]], 100, 2)
+    math.steps, math.info = math.steps[:1], {"prediction": "4"}
+    rows = [ev.trajectory_row("activemem", t) for t in (qa, one, math)]
+    rows.append(ev.trajectory_row("activemem", traj("Paris", [["Paris"]], 100, 3)))  # says neither: None
+    assert [r["format_failure"] for r in rows] == [0.5, 1.0, 0.0, None]
+    s = ev.summarize(rows)
+    assert s["activemem"][2]["format_failure"] == 0.5 and s["activemem"][1]["format_failure"] == 0.5
+    assert "| 0.50 |" in report.format_table(s)
+    assert "format_failure" not in ev.summarize(rows[3:])["activemem"][1]
+    assert report.format_table(ev.summarize(rows[3:])).endswith("| - |")
+
+
 def test_variants():
     base = PolicyConfig(num_latents=4)
     assert ev.variant_config(base, "activemem") == base
