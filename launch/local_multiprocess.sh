@@ -23,11 +23,14 @@ for i in 0 1; do
     > "$LOG_DIR/activemem_proc$i.log" 2>&1 &
   pids+=($!)
 done
+# the exit status: 0 when both succeed, else the first non-zero one (75: preempted, rerun)
 status=0
 for i in 0 1; do
-  if ! wait "${pids[$i]}"; then
-    status=1
-    echo "process $i failed; the end of $LOG_DIR/activemem_proc$i.log:" >&2
+  code=0
+  wait "${pids[$i]}" || code=$?
+  if [ "$code" != 0 ]; then
+    [ "$status" = 0 ] && status=$code
+    echo "process $i exited $code; the end of $LOG_DIR/activemem_proc$i.log:" >&2
     tail -n 30 "$LOG_DIR/activemem_proc$i.log" >&2
   fi
 done

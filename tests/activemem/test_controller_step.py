@@ -12,6 +12,7 @@ from activemem_jax.activemem import INSERT, NOOP, UPDATE, Controller, StepConfig
 from activemem_jax.memory import tree as hlmt
 
 D = 8
+STEP = jax.jit(controller_step, static_argnums=(0, 9))  # as the rollout jits it (one compile per shape)
 
 
 def make_controller(k=2, insert_vec=None, tree_bias=(0.0, 0.0, 0.0)):
@@ -35,7 +36,7 @@ def run(gd, params, tree, h, cfg=StepConfig(), seeds=None, max_ops=4, live=None,
     seeds = range(e) if seeds is None else seeds
     keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
     live = jnp.ones((e,), bool) if live is None else live
-    return controller_step(gd, params, overlays, logs, jnp.asarray(h, jnp.float32), jnp.asarray(unit(h)),
+    return STEP(gd, params, overlays, logs, jnp.asarray(h, jnp.float32), jnp.asarray(unit(h)),
                            keys, live, jnp.int32(turn), cfg)
 
 
@@ -205,8 +206,8 @@ def test_path_nodes_report_their_writer():
     keys = jnp.stack([jax.random.PRNGKey(0)])
     live = jnp.ones((1,), bool)
     far = unit([0, 0, 0, 1, 0, 0, 0, 0])[None]
-    step = lambda o, lg, x, t: controller_step(gd, params, o, lg, jnp.asarray(x), jnp.asarray(x), keys,  # noqa: E731
-                                               live, jnp.int32(t), StepConfig())
+    step = lambda o, lg, x, t: STEP(gd, params, o, lg, jnp.asarray(x), jnp.asarray(x), keys,  # noqa: E731
+                                    live, jnp.int32(t), StepConfig())
     overlays, logs, out = step(overlays, logs, far, 3)  # turn 3 inserts `far` under the root
     assert int(out.action[0]) == INSERT and int(out.path_len[0]) == 0
     overlays, logs, out = step(overlays, logs, far, 4)  # turn 4 retrieves it

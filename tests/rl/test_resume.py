@@ -49,10 +49,19 @@ def final_params(out_dir, tiny_model):
     return out["step"], jax.tree.map(np.asarray, out["params"]), jax.tree.map(np.asarray, out["tree"])
 
 
-def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_model):
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory, tiny_dir):
+    """An uninterrupted 6-step run (steps 2, 4 and 6 saved): the reference of the resumed
+    run, and the checkpoints the refusal test copies and damages."""
+    out = str(tmp_path_factory.mktemp("straight") / "run")
+    subprocess.run(train_cmd(tiny_dir, out), cwd=ROOT, env=clean_env(), check=True, capture_output=True,
+                   timeout=600)
+    return out
+
+
+def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_model, straight_run):
     env = clean_env()
-    straight, broken = str(tmp_path / "straight"), str(tmp_path / "broken")
-    subprocess.run(train_cmd(tiny_dir, straight), cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    straight, broken = straight_run, str(tmp_path / "broken")
     proc = subprocess.Popen(train_cmd(tiny_dir, broken), cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -86,14 +95,15 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, tiny_dir, tiny_mo
         assert [int(line.split('"step": ')[1].split(",")[0].split("}")[0]) for line in f] == [1, 2, 3, 4, 5, 6]
 
 
-def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny_model):
+def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny_model, straight_run):
+    import shutil
+
     from activemem_jax.activemem import ActiveMem, PolicyConfig
     from activemem_jax.rl.checkpoints import CheckpointMismatch, Checkpoints
     from tests.rl import train_config
 
     out = str(tmp_path / "run")
-    subprocess.run(train_cmd(tiny_dir, out, steps=4), cwd=ROOT, env=clean_env(), check=True,
-                   capture_output=True, timeout=600)  # steps 2 and 4 saved
+    shutil.copytree(straight_run, out)  # steps 2, 4 and 6 saved; the copy is damaged below
     cfg = train_config.get_config()
     other = ActiveMem(tiny_model, None, PolicyConfig.from_dict({**cfg.policy.to_dict(), "num_latents": 4}))
     ckpt = Checkpoints(os.path.join(out, "checkpoints"), async_save=False)
@@ -101,7 +111,7 @@ def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny
         with pytest.raises(CheckpointMismatch, match="does not match this config"):
             ckpt.restore({"controller": other.params, "lora": {}})
         # truncate every data file of the newest step's params item
-        step_dir = os.path.join(out, "checkpoints", "4", "params")
+        step_dir = os.path.join(out, "checkpoints", "6", "params")
         for root, _, files in os.walk(step_dir):
             for name in files:
                 if "manifest" in name or name.endswith(".zarray") or "d/" in os.path.join(root, name):
@@ -111,11 +121,11 @@ def test_mismatched_and_corrupt_checkpoints_are_refused(tmp_path, tiny_dir, tiny
         with pytest.raises(CheckpointMismatch, match="incomplete or corrupt") as bad:
             ckpt.restore({"controller": good.params, "lora": {}})
         message = str(bad.value)  # one short line, naming the step to fall back to (no spec dump)
-        assert "\n" not in message and len(message) < 600 and "--config.checkpoint.step=2" in message
-        # the newest readable step instead: step 4 is set aside (kept), step 2 restored
+        assert "\n" not in message and len(message) < 600 and "--config.checkpoint.step=4" in message
+        # the newest readable step instead: step 6 is set aside (kept), step 4 restored
         out_ = ckpt.restore_readable({"controller": good.params, "lora": {}})
-        assert out_["step"] == 2 and ckpt.steps() == [2]
-        assert os.path.isdir(os.path.join(out, "checkpoints", "4.unreadable", "params"))
+        assert out_["step"] == 4 and ckpt.steps() == [2, 4]
+        assert os.path.isdir(os.path.join(out, "checkpoints", "6.unreadable", "params"))
     finally:
         ckpt.close()
     # the trainer: resume=False on a directory that holds a run refuses; checkpoint.step names a step
