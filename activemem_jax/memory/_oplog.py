@@ -10,6 +10,8 @@ resolves each reference to the slot that insert actually received there.
 
 from __future__ import annotations
 
+import functools
+
 import chex
 import flax.struct
 import jax
@@ -95,6 +97,7 @@ def last_writer(log: OpLog, nodes):
     return latest.astype(jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("return_slots",))  # one compile per shape outside a jit
 def commit(tree: Tree, logs: OpLog, return_slots: bool = False):
     """Replay logs [R, L] (or one log [L]) onto the persistent tree, rollout by rollout,
     in one `lax.scan`. With return_slots, also the slot each entry's node got ([R, L],

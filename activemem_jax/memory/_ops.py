@@ -8,6 +8,8 @@ every backend picks the same child despite rounding differences.
 
 from __future__ import annotations
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -35,6 +37,7 @@ def best_child(tree: Tree, node, query):
     return _best_child(tree, jnp.asarray(node, jnp.int32), unit)
 
 
+@functools.partial(jax.jit, static_argnames=("closer",))  # one compile per shape outside a jit
 def traverse(tree: Tree, query, tau_stop: float = 0.5, closer: bool = False) -> Path:
     """Greedy top-down retrieval: from the root, step to the child with the highest
     cosine to `query` [d] while that cosine >= tau_stop, up to max_depth levels. With
@@ -79,6 +82,7 @@ def path_mean(tree: Tree, path: Path):
     return total / jnp.maximum(path.length, 1).astype(jnp.float32)
 
 
+@jax.jit  # one compile per tree shape where it is called outside a jit (its loop's body is a new closure)
 def insert_node(tree: Tree, parent, emb):
     """Insert normalize(emb) under `parent`, descending into the most similar child while
     a children row is full. Returns (tree, slot), slot = -1 (tree unchanged) when refused:
@@ -122,6 +126,7 @@ def insert_node(tree: Tree, parent, emb):
     return new, jnp.where(ok, slot, -1)
 
 
+@jax.jit
 def update_node(tree: Tree, idx, target, alpha):
     """e_idx <- normalize((1 - alpha) e_idx + alpha target); alpha scalar or [d].
     A no-op for the root, invalid/out-of-range slots, or a zero result."""

@@ -15,6 +15,8 @@ recomputes the path's log-probability from them under the current key head
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -32,6 +34,7 @@ def level_logits(sims, ok, here, tau_stop: float, closer: bool, temperature: flo
     return logits / temperature
 
 
+@functools.partial(jax.jit, static_argnames=("closer",))  # one compile per shape outside a jit
 def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, temperature: float):
     """(Path, cand [max_depth, C] the children slots each level chose among (-1 pad and for
     levels not reached), pick [max_depth] the choice: a column of cand, C for stop, -1 for
@@ -68,6 +71,7 @@ def sample_traverse(tree: Tree, query, rng, tau_stop: float, closer: bool, tempe
     return Path(nodes=nodes, length=length, sims=sims), cand, pick, logp
 
 
+@functools.partial(jax.jit, static_argnames=("closer",))
 def path_log_prob(query_key, cand_keys, ok, pick, tau_stop: float, closer: bool, temperature: float):
     """log pi(path) [...] of recorded choices: query_key [..., d] and cand_keys [..., D, C, d]
     (unit keys), ok [..., D, C], pick [..., D] as `sample_traverse` records them (a
