@@ -29,3 +29,19 @@ def running(app):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def handler_server(handler):
+    """A standard-library HTTP server of `handler` (a BaseHTTPRequestHandler class) on a
+    free 127.0.0.1 port in a background thread; yields its base url."""
+    import http.server
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -6,12 +6,12 @@ import http.server
 import json
 import os
 import socket
-import threading
 import time
 
 import pytest
 
 from activemem_jax.data.web_search import MissingAPIKey, WebError, WebSearch
+from tests.serving import handler_server
 
 KEY_ENV = "ACTIVEMEM_TEST_SEARCH_KEY"
 ORGANIC = [{"title": "Quillan Works", "link": "https://quillan.example/about", "snippet": "Robots.", "position": 1},
@@ -48,14 +48,8 @@ def serving(replies):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with handler_server(Handler) as url:
+        yield url, requests
 
 
 def ok(organic=ORGANIC):

@@ -5,7 +5,6 @@ abort, results appended per task and resumed, error counts, context guards."""
 import http.server
 import json
 import socket
-import threading
 from contextlib import contextmanager
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from hymem import HyMemAgent, HyMemConfig, ScriptedClient
 from hymem.llm import EndpointDown, EngineClient, GuardedClient, ModelError, OpenAIClient, traced_complete
 from tests.hymem.test_agent import ANSWER, RESULTS, TASK, toolbox
+from tests.serving import handler_server
 
 
 @contextmanager
@@ -34,14 +34,8 @@ def serving(replies):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v1", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with handler_server(Handler) as url:
+        yield f"{url}/v1", hits
 
 
 def _ok(text="<answer>1821</answer>"):
