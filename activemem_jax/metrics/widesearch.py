@@ -7,11 +7,10 @@
 "eval_pipeline": {column: {"preprocess": [...], "metric": [...], "criterion": ...}}};
 `gold_rows` the task's gold table (a list of row dicts, e.g. its CSV read with csv.DictReader).
 
-This is our reading of the published evaluator (ByteDance-Seed/WideSearch,
-src/evaluation/evaluation.py and metric_utils.py, read from a stored copy, without
-internet). Not checked: the original `norm_column` (src/utils/utils.py was not available;
-the column rule below is what two independent reimplementations use), the benchmark's own
-data, and agreement with the published scores on real outputs.
+This is our reading of the benchmark's published evaluator, with every rule we rely on
+written out below. Not checked: the benchmark's own column-name normalisation (the rule
+below is strip, lowercase, drop spaces), its data, and agreement with its published
+scores on real outputs.
 
 1. Tables. A str response is the agent's text: its table is the first ```markdown fenced
    block's table if there is one, else the first run of two or more consecutive lines
